@@ -1,0 +1,1 @@
+"""The machinery that judges a kata solution: loading it, tolerances, cost counters, figures."""

@@ -1,0 +1,92 @@
+"""Deterministic cost counters that work on the CPU.
+
+Speed is part of correctness in these katas, but wall-clock time on a shared 2-core machine is
+noise. These counters measure the work itself, the same on every run:
+
+- `count_flops`: floating-point operations of matrix products and attention, as counted by
+  `torch.utils.flop_counter` (elementwise ops count zero there);
+- `largest_tensor`: the biggest tensor any PyTorch op produced during a call (views excluded,
+  since they allocate nothing);
+- `CountingModel`: wraps a model and records every forward call and how many tokens it was fed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+from torch.utils.flop_counter import FlopCounterMode
+
+
+def count_flops(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, int]:
+    """Run `fn(*args, **kwargs)` and return (its result, the FLOPs it spent)."""
+    with FlopCounterMode(display=False) as counter:
+        result = fn(*args, **kwargs)
+    return result, int(counter.get_total_flops())
+
+
+@dataclass
+class TensorRecord:
+    numel: int = 0
+    nbytes: int = 0
+    shape: tuple[int, ...] = ()
+    op: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.numel} elements, shape {self.shape}, made by {self.op or 'nothing'}"
+
+
+class _LargestTensorMode(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.largest = TensorRecord()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if not func.is_view:
+            for t in tree_leaves(out):
+                if isinstance(t, torch.Tensor) and t.numel() > self.largest.numel:
+                    self.largest = TensorRecord(
+                        t.numel(), t.numel() * t.element_size(), tuple(t.shape), str(func)
+                    )
+        return out
+
+
+def largest_tensor(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, TensorRecord]:
+    """Run `fn` and return (its result, the largest tensor a PyTorch op produced meanwhile).
+
+    Work done inside a Triton kernel is invisible here; only PyTorch ops are seen.
+    """
+    with _LargestTensorMode() as mode:
+        result = fn(*args, **kwargs)
+    return result, mode.largest
+
+
+@dataclass
+class ModelCall:
+    tokens: int  # ids.shape[1]: how many positions this call fed
+    batch: int
+    cache_len: int | None  # cache.seq_len before the call, None without a cache
+
+
+@dataclass
+class CountingModel:
+    """A model wrapper that records each forward call; everything else passes through."""
+
+    model: Any
+    calls: list[ModelCall] = field(default_factory=list)
+
+    def __call__(self, ids: torch.Tensor, cache: Any = None) -> torch.Tensor:
+        cache_len = None if cache is None else int(cache.seq_len)
+        self.calls.append(ModelCall(int(ids.shape[1]), int(ids.shape[0]), cache_len))
+        return self.model(ids, cache=cache)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.model, name)
+
+    @property
+    def tokens_fed(self) -> list[int]:
+        return [c.tokens for c in self.calls]

@@ -1,0 +1,74 @@
+"""Find and load the implementation under test.
+
+`--impl` is the public contract shared by learners, graders and outside tools:
+
+    (absent) or `solution`  -> katas/<kata>/solution.py   (the learner's file)
+    `reference`             -> reference/<kata>.py
+    any other value         -> a path to a Python file, inside or outside the repository
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+KATAS_DIR = REPO_ROOT / "katas"
+
+
+class ImplError(Exception):
+    """The implementation under test could not be found or imported."""
+
+
+def kata_names() -> list[str]:
+    """Every kata in the repository: the folders of `katas/` that hold a `solution.py`."""
+    return sorted(p.parent.name for p in KATAS_DIR.glob("*/solution.py"))
+
+
+def kata_of(test_file: str | Path) -> str:
+    """The kata a test file belongs to: the first folder below `katas/`."""
+    path = Path(test_file).resolve()
+    try:
+        return path.relative_to(KATAS_DIR).parts[0]
+    except (ValueError, IndexError):
+        raise ImplError(f"{path} is not inside {KATAS_DIR}; kata tests live in katas/<kata>/") from None
+
+
+def resolve_impl(kata: str, choice: str | None) -> Path:
+    """The file that `--impl choice` names for `kata`."""
+    if choice in (None, "", "solution"):
+        path = KATAS_DIR / kata / "solution.py"
+    elif choice == "reference":
+        path = REPO_ROOT / "reference" / f"{kata}.py"
+    else:
+        path = Path(choice).expanduser().resolve()
+    if not path.is_file():
+        raise ImplError(
+            f"--impl {choice!r}: no file at {path}. Use `solution` (the default), `reference`, "
+            "or a path to a .py file."
+        )
+    return path
+
+
+def load_module(path: Path, name: str) -> ModuleType:
+    """Import the Python file at `path` as a fresh module called `name`."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImplError(f"cannot import {path}: not a Python source file")
+    module = importlib.util.module_from_spec(spec)
+    # Registered so that dataclasses, pickling and typing inside the file can find their module.
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[name]
+        raise ImplError(f"importing {path} failed: {type(exc).__name__}: {exc}") from exc
+    return module
+
+
+def load_impl(kata: str, choice: str | None) -> ModuleType:
+    """Load the implementation of `kata` that `--impl choice` names."""
+    path = resolve_impl(kata, choice)
+    return load_module(path, f"impl_under_test.{kata}")

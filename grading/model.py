@@ -1,0 +1,196 @@
+"""The tiny Llama-style decoder the katas share (RMSNorm, RoPE, grouped-query attention, SwiGLU).
+
+Its contract is public; the KV-cache, batching and speculative-decoding katas rely on it:
+
+    model.config: n_layers, n_heads, n_kv_heads, head_dim, vocab_size, max_seq_len
+    model(ids, cache=None) -> logits           ids LongTensor [B, T], logits [B, T, vocab_size]
+
+With a cache, the new tokens take positions cache.seq_len ... cache.seq_len + T - 1 (read once,
+before the first layer updates the cache). Each attention layer calls
+
+    k_all, v_all = cache.update(layer_index, k, v)     # k, v: [B, n_kv_heads, T, head_dim], after RoPE
+
+and attends causally over what comes back, the newest query aligned with the newest key.
+
+The weights come from a seed. They are scaled so that attention is sharp and the output depends
+on the whole context: a cache that drops or misplaces keys changes the tokens generated.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    n_layers: int = 2
+    n_heads: int = 4
+    n_kv_heads: int = 2
+    head_dim: int = 16
+    vocab_size: int = 64
+    max_seq_len: int = 256
+    hidden_dim: int = 128
+    rope_base: float = 10000.0
+    # Query/key weights this many times larger than a standard init: sharp, non-uniform attention.
+    qk_gain: float = 3.0
+
+    @property
+    def dim(self) -> int:
+        return self.n_heads * self.head_dim
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+
+def rope_tables(head_dim: int, max_len: int, base: float, dtype: torch.dtype):
+    inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+    angles = torch.outer(torch.arange(max_len, dtype=torch.float64), inv_freq)  # (L, D/2)
+    angles = torch.cat([angles, angles], dim=-1)  # (L, D), half-split layout as in Llama
+    return angles.cos().to(dtype), angles.sin().to(dtype)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    x1, x2 = x.chunk(2, dim=-1)
+    return x * cos + torch.cat([-x2, x1], dim=-1) * sin
+
+
+def causal_attention(q, k, v):
+    """q (B, H, Tq, D); k, v (B, Hkv, Tk, D) with Tk >= Tq; the last query sees every key.
+
+    Returns (output (B, H, Tq, D), probabilities (B, H, Tq, Tk)).
+    """
+    B, H, Tq, D = q.shape
+    Tk = k.shape[2]
+    group = H // k.shape[1]
+    k = k.repeat_interleave(group, dim=1)  # (B, H, Tk, D)
+    v = v.repeat_interleave(group, dim=1)
+    scores = (q @ k.transpose(-1, -2)) / math.sqrt(D)  # (B, H, Tq, Tk)
+    query_pos = torch.arange(Tq, device=q.device)[:, None] + (Tk - Tq)
+    visible = torch.arange(Tk, device=q.device)[None, :] <= query_pos  # bottom-right aligned
+    scores = scores.masked_fill(~visible, float("-inf"))
+    probs = scores.softmax(dim=-1)
+    return probs @ v, probs
+
+
+class Attention(nn.Module):
+    def __init__(self, config: ModelConfig, layer: int) -> None:
+        super().__init__()
+        self.config, self.layer = config, layer
+        c = config
+        self.wq = nn.Linear(c.dim, c.n_heads * c.head_dim, bias=False)
+        self.wk = nn.Linear(c.dim, c.n_kv_heads * c.head_dim, bias=False)
+        self.wv = nn.Linear(c.dim, c.n_kv_heads * c.head_dim, bias=False)
+        self.wo = nn.Linear(c.n_heads * c.head_dim, c.dim, bias=False)
+
+    def forward(self, x, cos, sin, cache=None):
+        c = self.config
+        B, T, _ = x.shape
+        q = self.wq(x).view(B, T, c.n_heads, c.head_dim).transpose(1, 2)  # (B, H, T, hd)
+        k = self.wk(x).view(B, T, c.n_kv_heads, c.head_dim).transpose(1, 2)  # (B, Hkv, T, hd)
+        v = self.wv(x).view(B, T, c.n_kv_heads, c.head_dim).transpose(1, 2)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if cache is not None:
+            k, v = cache.update(self.layer, k, v)  # (B, Hkv, L + T, hd)
+        y, probs = causal_attention(q, k, v)
+        return self.wo(y.transpose(1, 2).reshape(B, T, c.dim)), probs
+
+
+class SwiGLU(nn.Module):
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.w1 = nn.Linear(config.dim, config.hidden_dim, bias=False)
+        self.w3 = nn.Linear(config.dim, config.hidden_dim, bias=False)
+        self.w2 = nn.Linear(config.hidden_dim, config.dim, bias=False)
+
+    def forward(self, x):
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+class Block(nn.Module):
+    def __init__(self, config: ModelConfig, layer: int) -> None:
+        super().__init__()
+        self.attn_norm = nn.Parameter(torch.ones(config.dim))
+        self.attn = Attention(config, layer)
+        self.mlp_norm = nn.Parameter(torch.ones(config.dim))
+        self.mlp = SwiGLU(config)
+
+    def forward(self, x, cos, sin, cache=None):
+        a, probs = self.attn(rms_norm(x, self.attn_norm), cos, sin, cache)
+        x = x + a
+        return x + self.mlp(rms_norm(x, self.mlp_norm)), probs
+
+
+class TinyLlama(nn.Module):
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.embed = nn.Embedding(config.vocab_size, config.dim)
+        self.blocks = nn.ModuleList(Block(config, i) for i in range(config.n_layers))
+        self.norm = nn.Parameter(torch.ones(config.dim))
+        self.lm_head = nn.Linear(config.dim, config.vocab_size, bias=False)
+        cos, sin = rope_tables(config.head_dim, config.max_seq_len, config.rope_base, torch.float64)
+        self.register_buffer("rope_cos", cos, persistent=False)  # (max_seq_len, hd)
+        self.register_buffer("rope_sin", sin, persistent=False)
+
+    def _run(self, ids: torch.Tensor, cache=None):
+        if ids.dim() != 2 or ids.dtype != torch.long:
+            raise ValueError(f"ids: expected a LongTensor [B, T], got {ids.dtype} {tuple(ids.shape)}")
+        B, T = ids.shape
+        start = 0 if cache is None else int(cache.seq_len)  # read once, before any layer updates
+        if T < 1 or start + T > self.config.max_seq_len:
+            raise ValueError(
+                f"ids: positions {start}..{start + T - 1} must lie in 0..{self.config.max_seq_len - 1}"
+            )
+        dtype = self.embed.weight.dtype
+        cos = self.rope_cos[start : start + T].to(dtype)  # (T, hd)
+        sin = self.rope_sin[start : start + T].to(dtype)
+        x = self.embed(ids)  # (B, T, dim)
+        maps = []
+        for block in self.blocks:
+            x, probs = block(x, cos, sin, cache)
+            maps.append(probs)
+        return self.lm_head(rms_norm(x, self.norm)), maps  # (B, T, vocab)
+
+    def forward(self, ids: torch.Tensor, cache=None) -> torch.Tensor:
+        return self._run(ids, cache)[0]
+
+    @torch.no_grad()
+    def attention_maps(self, ids: torch.Tensor) -> list[torch.Tensor]:
+        """Attention probabilities of every layer for `ids` without a cache: (B, H, T, T) each."""
+        return self._run(ids)[1]
+
+
+def make_model(seed: int = 0, dtype: torch.dtype = torch.float32, **overrides) -> TinyLlama:
+    """A TinyLlama with weights drawn from `seed` (the same weights in every dtype)."""
+    config = ModelConfig(**overrides)
+    if config.n_heads % config.n_kv_heads:
+        raise ValueError(f"n_heads ({config.n_heads}) must be a multiple of n_kv_heads")
+    if config.head_dim % 2:
+        raise ValueError(f"head_dim must be even for RoPE, got {config.head_dim}")
+    model = TinyLlama(config)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() < 2:  # norm weights stay at 1
+                continue
+            std = 1.0 if name == "embed.weight" else 1.0 / math.sqrt(p.shape[1])
+            if name.endswith(("wq.weight", "wk.weight")):
+                std *= config.qk_gain
+            p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float64) * std)
+    return model.to(dtype).eval()
+
+
+@torch.no_grad()
+def greedy_generate_no_cache(model, prompt_ids: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
+    """The plain generator the tests compare against: re-feeds the whole sequence every step."""
+    ids = prompt_ids
+    for _ in range(max_new_tokens):
+        next_id = model(ids)[:, -1].argmax(dim=-1, keepdim=True)  # (B, 1)
+        ids = torch.cat([ids, next_id], dim=1)
+    return ids

@@ -1,0 +1,125 @@
+"""The pytest plugin every kata's tests run under (loaded by the repository's conftest.py).
+
+It adds `--impl` and `--figures`, registers the Hypothesis profiles, switches Triton to its CPU
+interpreter when there is no GPU, skips GPU tests on the CPU, and turns "not implemented yet"
+failures into one short line each.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+from grading.devices import has_cuda, use_triton_interpreter_without_gpu
+from grading.figures import FigureLog
+from grading.impl import ImplError, kata_of, load_impl
+
+use_triton_interpreter_without_gpu()
+
+# dev: the learner's inner loop. ci: the same draws on every run. thorough: before you submit.
+_COMMON = dict(deadline=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("dev", max_examples=20, **_COMMON)
+settings.register_profile("ci", max_examples=30, derandomize=True, database=None, **_COMMON)
+settings.register_profile("thorough", max_examples=300, **_COMMON)
+settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+_FIGURES = pytest.StashKey[FigureLog]()
+_UNIMPLEMENTED = pytest.StashKey[list]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("katas")
+    group.addoption(
+        "--impl",
+        default="solution",
+        help="implementation to test: `solution` (katas/<kata>/solution.py, the default), "
+        "`reference` (reference/<kata>.py), or a path to any .py file",
+    )
+    group.addoption("--figures", default=None, help="write the figures tests record to this JSON file")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_FIGURES] = FigureLog()
+    config.stash[_UNIMPLEMENTED] = []
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if has_cuda():
+        return
+    skip = pytest.mark.skip(
+        reason="needs a CUDA GPU and this machine has none; on a GPU machine run "
+        "`python3 -m grading.gpu_check`"
+    )
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="module")
+def impl(request: pytest.FixtureRequest):
+    """The module under test for this kata, as chosen by `--impl`."""
+    try:
+        return load_impl(kata_of(request.path), request.config.getoption("--impl"))
+    except ImplError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def figures(request: pytest.FixtureRequest) -> FigureLog:
+    """Record a measured figure: `figures.record(name, value, unit, **context)`."""
+    return request.config.stash[_FIGURES]
+
+
+def _not_implemented(exc: BaseException | None) -> NotImplementedError | None:
+    """The NotImplementedError behind a failure, looking through chains and exception groups."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, NotImplementedError):
+            return exc
+        if isinstance(exc, BaseExceptionGroup):
+            for inner in exc.exceptions:
+                found = _not_implemented(inner)
+                if found is not None:
+                    return found
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    report = yield
+    if report.failed and call.excinfo is not None:
+        exc = _not_implemented(call.excinfo.value)
+        if exc is not None:
+            message = str(exc) or "not implemented yet"
+            try:
+                kata = kata_of(item.path)
+                if "README" not in message:
+                    message += f" — start with katas/{kata}/README.md"
+            except ImplError:
+                pass
+            report.longrepr = message
+            report.sections = []
+            item.config.stash[_UNIMPLEMENTED].append(message)
+    return report
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    unimplemented = config.stash[_UNIMPLEMENTED]
+    if unimplemented:
+        terminalreporter.section("not implemented yet")
+        for message in sorted(set(unimplemented)):
+            count = unimplemented.count(message)
+            terminalreporter.write_line(f"{count:3d} test(s): {message}")
+    log = config.stash[_FIGURES]
+    if log.figures:
+        terminalreporter.section("figures")
+        for fig in log.figures:
+            terminalreporter.write_line(f"{fig.test.split('::')[-1]}: {fig}")
+    path = config.getoption("--figures")
+    if path:
+        log.write_json(path)
+        terminalreporter.write_line(f"figures written to {path}")

@@ -1,0 +1,87 @@
+"""Sessions for working the katas and for testing the repository itself. `nox -l` lists them.
+
+All sessions share one environment, .nox/katas, created on first use: PyTorch is installed once.
+Arguments after `--` go to pytest, e.g. `nox -s kv_cache -- --impl reference -x`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).parent
+ENV = ROOT / ".nox" / "katas"
+# A CPU build of PyTorch where one is at hand; set KATAS_TORCH to choose another (e.g. "torch==2.5.1").
+TORCH = os.environ.get("KATAS_TORCH", "torch==2.13.0")
+TRITON = os.environ.get("KATAS_TRITON", "triton==3.6.0")
+
+nox.options.sessions = ["selftest"]
+nox.options.default_venv_backend = "none"
+
+
+def shared_python(session: nox.Session) -> str:
+    """The shared environment's python, created and brought up to date only when needed."""
+    python = ENV / "bin" / "python"
+    wanted = hashlib.sha256(
+        (ROOT / "pyproject.toml").read_bytes() + TORCH.encode() + TRITON.encode()
+    ).hexdigest()
+    stamp = ENV / ".installed"
+    if not python.exists():
+        session.run(sys.executable, "-m", "venv", str(ENV), external=True)
+    if not stamp.exists() or stamp.read_text() != wanted:
+        session.run(str(python), "-m", "pip", "install", "--upgrade", "pip", external=True)
+        session.run(
+            str(python), "-m", "pip", "install", TORCH, TRITON, "-e", f"{ROOT}[test,lint]",
+            external=True,
+        )  # fmt: skip
+        stamp.write_text(wanted)
+    return str(python)
+
+
+def pytest(session: nox.Session, *args: str) -> None:
+    session.run(shared_python(session), "-m", "pytest", *args, *session.posargs, external=True)
+
+
+def kata_session(kata: str, summary: str) -> None:
+    def run(session: nox.Session) -> None:
+        pytest(session, f"katas/{kata}")
+
+    run.__doc__ = f"Test your katas/{kata}/solution.py: {summary}"
+    nox.session(name=kata, tags=["katas"], default=False)(run)
+
+
+def kata_summary(kata: str) -> str:
+    """The first heading of the kata's README, without the leading '#'."""
+    readme = ROOT / "katas" / kata / "README.md"
+    for line in readme.read_text().splitlines() if readme.exists() else []:
+        if line.startswith("# "):
+            return line[2:].strip()
+    return kata
+
+
+for kata_dir in sorted((ROOT / "katas").glob("*/solution.py")):
+    kata_session(kata_dir.parent.name, kata_summary(kata_dir.parent.name))
+
+
+@nox.session
+def selftest(session: nox.Session) -> None:
+    """The repository's own tests: references pass, mutants fail, stubs fail kindly (what CI runs)."""
+    pytest(session, "tests")
+
+
+@nox.session(default=False)
+def lint(session: nox.Session) -> None:
+    """Check style with ruff (lint and format)."""
+    python = shared_python(session)
+    session.run(python, "-m", "ruff", "check", ".", external=True)
+    session.run(python, "-m", "ruff", "format", "--check", ".", external=True)
+
+
+@nox.session(default=False)
+def gpu_check(session: nox.Session) -> None:
+    """GPU tests and benchmarks, figures to gpu-results/ (needs CUDA; see README)."""
+    session.run(shared_python(session), "-m", "grading.gpu_check", *session.posargs, external=True)
