@@ -1,0 +1,243 @@
+"""Reference solution for the KV-cache kata. Read it after you have tried the kata yourself."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+def _check_positive(**values: int) -> None:
+    for name, value in values.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name}: expected a positive int, got {value!r}")
+
+
+# ----------------------------------------------------------------------------------------------
+# Level 1: the memory arithmetic
+
+
+def kv_cache_bytes(n_layers, n_kv_heads, head_dim, seq_len, batch_size, dtype) -> int:
+    """Bytes needed to cache keys and values for `batch_size` sequences of `seq_len` tokens."""
+    _check_positive(
+        n_layers=n_layers, n_kv_heads=n_kv_heads, head_dim=head_dim, batch_size=batch_size
+    )
+    if not isinstance(seq_len, int) or seq_len < 0:
+        raise ValueError(f"seq_len: expected an int >= 0, got {seq_len!r}")
+    per_token = 2 * n_layers * n_kv_heads * head_dim * dtype.itemsize  # 2: one key and one value
+    return per_token * seq_len * batch_size
+
+
+# ----------------------------------------------------------------------------------------------
+# Level 1: a contiguous, preallocated cache
+
+
+class KVCache:
+    """Keys and values of every layer, preallocated for `max_seq_len` tokens.
+
+    Storage per layer: k, v of shape (B, Hkv, max_seq_len, D). `update` writes the new tokens
+    in place and returns views of everything written so far: nothing is copied per step.
+    """
+
+    def __init__(
+        self,
+        n_layers,
+        batch_size,
+        n_kv_heads,
+        head_dim,
+        max_seq_len,
+        dtype=torch.float32,
+        device="cpu",
+    ):
+        _check_positive(
+            n_layers=n_layers,
+            batch_size=batch_size,
+            n_kv_heads=n_kv_heads,
+            head_dim=head_dim,
+            max_seq_len=max_seq_len,
+        )
+        self.max_seq_len = max_seq_len
+        shape = (n_layers, batch_size, n_kv_heads, max_seq_len, head_dim)  # (layers, B, Hkv, S, D)
+        self.k = torch.zeros(shape, dtype=dtype, device=device)
+        self.v = torch.zeros(shape, dtype=dtype, device=device)
+        self.lengths = [0] * n_layers  # tokens written, per layer
+
+    @property
+    def seq_len(self) -> int:
+        return self.lengths[0]
+
+    def update(self, layer, k, v):
+        n_layers, B, Hkv, S, D = self.k.shape
+        if not isinstance(layer, int) or not 0 <= layer < n_layers:
+            raise ValueError(f"layer: expected an int in 0..{n_layers - 1}, got {layer!r}")
+        for name, x in (("k", k), ("v", v)):
+            if x.dim() != 4 or x.shape[0] != B or x.shape[1] != Hkv or x.shape[3] != D:
+                raise ValueError(
+                    f"{name}: expected shape [{B}, {Hkv}, T, {D}] (batch, kv heads, new tokens, "
+                    f"head_dim), got {list(x.shape)}"
+                )
+            if x.dtype != self.k.dtype:
+                raise ValueError(f"{name}: expected dtype {self.k.dtype}, got {x.dtype}")
+        if k.shape != v.shape:
+            raise ValueError(f"k and v: shapes differ, {list(k.shape)} vs {list(v.shape)}")
+        start, T = self.lengths[layer], k.shape[2]
+        if start + T > S:
+            raise ValueError(f"k: {T} new tokens after {start} cached would pass max_seq_len={S}")
+        self.k[layer, :, :, start : start + T] = k
+        self.v[layer, :, :, start : start + T] = v
+        self.lengths[layer] = start + T
+        return self.k[layer, :, :, : start + T], self.v[layer, :, :, : start + T]  # views
+
+    def crop(self, length) -> None:
+        if not isinstance(length, int) or not 0 <= length <= self.seq_len:
+            raise ValueError(f"length: expected an int in 0..{self.seq_len}, got {length!r}")
+        self.lengths = [min(n, length) for n in self.lengths]
+
+
+# ----------------------------------------------------------------------------------------------
+# Level 1: greedy generation with the cache
+
+
+@torch.no_grad()
+def generate(model, prompt_ids, max_new_tokens):
+    """Greedy decoding: one call on the whole prompt, then one call per new token."""
+    if (
+        not isinstance(prompt_ids, torch.Tensor)
+        or prompt_ids.dim() != 2
+        or prompt_ids.dtype != torch.long
+    ):
+        raise ValueError("prompt_ids: expected a LongTensor of shape [B, T]")
+    if not isinstance(max_new_tokens, int) or max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens: expected an int >= 0, got {max_new_tokens!r}")
+    if max_new_tokens == 0:
+        return prompt_ids.clone()
+    c = model.config
+    B, T = prompt_ids.shape
+    if T + max_new_tokens > c.max_seq_len:
+        raise ValueError(
+            f"prompt_ids: {T} tokens + max_new_tokens={max_new_tokens} pass the model's "
+            f"max_seq_len={c.max_seq_len}"
+        )
+    weight = next(model.parameters())
+    cache = KVCache(
+        c.n_layers, B, c.n_kv_heads, c.head_dim, T + max_new_tokens, weight.dtype, weight.device
+    )
+    out = torch.empty(B, T + max_new_tokens, dtype=torch.long, device=prompt_ids.device)
+    out[:, :T] = prompt_ids
+    logits = model(prompt_ids, cache)  # (B, T, vocab): the prefill
+    for i in range(T, T + max_new_tokens):
+        out[:, i] = logits[:, -1].argmax(dim=-1)
+        if i + 1 < T + max_new_tokens:
+            logits = model(out[:, i : i + 1], cache)  # (B, 1, vocab): one token at a time
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Level 2: a paged cache
+
+
+class OutOfBlocks(RuntimeError):
+    """The block pool has no free block left."""
+
+
+class PagedKVCache:
+    """One layer's keys and values in fixed-size blocks drawn from a shared pool.
+
+    Physical storage: k, v of shape (num_blocks, Hkv, block_size, D). Each sequence owns a block
+    table (a list of physical block numbers); its token t lives in block table[t // block_size]
+    at offset t % block_size. Blocks are taken when a sequence needs one and returned on `free`.
+    """
+
+    def __init__(
+        self, num_blocks, block_size, n_kv_heads, head_dim, dtype=torch.float32, device="cpu"
+    ):
+        _check_positive(
+            num_blocks=num_blocks, block_size=block_size, n_kv_heads=n_kv_heads, head_dim=head_dim
+        )
+        self.block_size = block_size
+        shape = (num_blocks, n_kv_heads, block_size, head_dim)  # (blocks, Hkv, block_size, D)
+        self.k = torch.zeros(shape, dtype=dtype, device=device)
+        self.v = torch.zeros(shape, dtype=dtype, device=device)
+        self.free_list = list(range(num_blocks - 1, -1, -1))  # pop() hands out block 0 first
+        self.tables: dict = {}
+        self.lengths: dict = {}
+
+    @property
+    def num_blocks(self) -> int:
+        return self.k.shape[0]
+
+    @property
+    def num_free_blocks(self) -> int:
+        return len(self.free_list)
+
+    def block_table(self, seq_id) -> list:
+        return list(self.tables.get(seq_id, []))
+
+    def length(self, seq_id) -> int:
+        return self.lengths.get(seq_id, 0)
+
+    def append(self, seq_id, k, v) -> None:
+        """Append k, v of shape [Hkv, T, D] to sequence `seq_id` (created on first append)."""
+        _, Hkv, bs, D = self.k.shape
+        for name, x in (("k", k), ("v", v)):
+            if x.dim() != 3 or x.shape[0] != Hkv or x.shape[2] != D or x.shape != k.shape:
+                raise ValueError(
+                    f"{name}: expected shape [{Hkv}, T, {D}] like the other, got {list(x.shape)}"
+                )
+        start, T = self.length(seq_id), k.shape[1]
+        table = self.tables.get(seq_id, [])
+        needed = math.ceil((start + T) / bs) - len(table)
+        if needed > len(self.free_list):
+            raise OutOfBlocks(
+                f"sequence {seq_id!r} needs {needed} more block(s) of {bs} tokens but the pool "
+                f"has {len(self.free_list)} free of {self.num_blocks}; free a sequence first"
+            )
+        table = table + [self.free_list.pop() for _ in range(needed)]
+        positions = torch.arange(start, start + T, device=self.k.device)
+        blocks = torch.tensor(table, device=self.k.device)[positions // bs]  # (T,)
+        offsets = positions % bs  # (T,)
+        self.k[blocks, :, offsets] = k.transpose(0, 1)  # (T, Hkv, D) scattered into the pool
+        self.v[blocks, :, offsets] = v.transpose(0, 1)
+        self.tables[seq_id] = table
+        self.lengths[seq_id] = start + T
+
+    def gather(self, seq_id):
+        """Everything cached for `seq_id`, in order: k, v of shape [Hkv, length, D]."""
+        if seq_id not in self.tables:
+            raise ValueError(f"seq_id: unknown sequence {seq_id!r}")
+        table = torch.tensor(self.tables[seq_id], device=self.k.device)
+        n = self.lengths[seq_id]
+        k = (
+            self.k[table].transpose(0, 1).flatten(1, 2)[:, :n]
+        )  # (Hkv, blocks * bs, D) -> (Hkv, n, D)
+        v = self.v[table].transpose(0, 1).flatten(1, 2)[:, :n]
+        return k, v
+
+    def free(self, seq_id) -> None:
+        """Return every block of `seq_id` to the pool."""
+        if seq_id not in self.tables:
+            raise ValueError(f"seq_id: unknown sequence {seq_id!r}")
+        self.free_list.extend(reversed(self.tables.pop(seq_id)))
+        del self.lengths[seq_id]
+
+
+def paged_attention(q, cache, seq_id):
+    """Causal attention of q [H, Tq, D] over the keys cached for `seq_id` (bottom-right aligned).
+
+    The cache holds the queries' own keys already: the last query sees every cached key.
+    Returns [H, Tq, D] in q's dtype.
+    """
+    k, v = cache.gather(seq_id)  # (Hkv, N, D)
+    Hkv, N, D = k.shape
+    if q.dim() != 3 or q.shape[0] % Hkv or q.shape[2] != D or not 1 <= q.shape[1] <= N:
+        raise ValueError(
+            f"q: expected shape [H, Tq, {D}] with H a multiple of {Hkv} and 1 <= Tq <= {N}, "
+            f"got {list(q.shape)}"
+        )
+    H, Tq, _ = q.shape
+    k = k.repeat_interleave(H // Hkv, dim=0).float()  # (H, N, D)
+    v = v.repeat_interleave(H // Hkv, dim=0).float()
+    scores = (q.float() @ k.transpose(1, 2)) / math.sqrt(D)  # (H, Tq, N)
+    visible = torch.arange(N)[None, :] <= torch.arange(Tq)[:, None] + (N - Tq)
+    scores = scores.masked_fill(~visible.to(q.device), float("-inf"))
+    return (scores.softmax(dim=-1) @ v).to(q.dtype)

@@ -1,0 +1,37 @@
+"""Helpers for the repository's own tests: run a kata's tests in a fresh pytest process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+
+import pytest
+
+from grading.impl import REPO_ROOT
+
+
+@dataclass
+class KataRun:
+    returncode: int
+    output: str
+
+    def tail(self, lines: int = 60) -> str:
+        return "\n".join(self.output.splitlines()[-lines:])
+
+
+def run_kata(kata: str, *args: str, timeout: float = 600) -> KataRun:
+    """`pytest katas/<kata> *args` in a subprocess, derandomised (the `ci` profile)."""
+    # One thread each: the kata tests use small tensors, and the self-test runs several at once.
+    env = dict(os.environ, CI="1", PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1")
+    command = [sys.executable, "-m", "pytest", f"katas/{kata}", "-q", "-p", "no:cacheprovider", *args]
+    done = subprocess.run(
+        command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
+    return KataRun(done.returncode, done.stdout + done.stderr)
+
+
+@pytest.fixture(scope="session")
+def kata_runner():
+    return run_kata

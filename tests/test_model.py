@@ -1,0 +1,99 @@
+"""The shared tiny model: its public contract, and outputs that really depend on the context."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from grading.model import greedy_generate_no_cache, make_model
+
+
+class ConcatCache:
+    """The simplest cache that honours the model's contract (a test double, not a solution)."""
+
+    def __init__(self, n_layers: int) -> None:
+        self.k: list = [None] * n_layers
+        self.v: list = [None] * n_layers
+
+    @property
+    def seq_len(self) -> int:
+        return 0 if self.k[0] is None else self.k[0].shape[2]
+
+    def update(self, layer, k, v):
+        if self.k[layer] is not None:
+            k, v = torch.cat([self.k[layer], k], dim=2), torch.cat([self.v[layer], v], dim=2)
+        self.k[layer], self.v[layer] = k, v
+        return k, v
+
+
+def prompt(B=2, T=24, seed=1):
+    return torch.randint(0, 64, (B, T), generator=torch.Generator().manual_seed(seed))
+
+
+def test_config_and_shapes():
+    model = make_model(0, torch.float32)
+    c = model.config
+    for field in ("n_layers", "n_heads", "n_kv_heads", "head_dim", "vocab_size", "max_seq_len"):
+        assert isinstance(getattr(c, field), int)
+    assert c.n_heads % c.n_kv_heads == 0 and c.n_kv_heads < c.n_heads, "the default model uses GQA"
+    assert model(prompt()).shape == (2, 24, c.vocab_size)
+
+
+def test_weights_come_from_the_seed_in_every_dtype():
+    ids = prompt()
+    a, b = make_model(3, torch.float64)(ids), make_model(3, torch.float64)(ids)
+    assert torch.equal(a, b)
+    assert not torch.allclose(a, make_model(4, torch.float64)(ids))
+    low = make_model(3, torch.float32)(ids).double()
+    assert (low - a).abs().max() < 1e-4 * a.abs().max()
+
+
+def test_cache_contract_positions_and_update_calls():
+    model = make_model(0, torch.float64)
+    ids = prompt(T=12)
+    cache = ConcatCache(model.config.n_layers)
+    full = model(ids)
+    steps = [model(ids[:, :7], cache)] + [model(ids[:, t : t + 1], cache) for t in range(7, 12)]
+    assert torch.allclose(torch.cat(steps, dim=1), full, rtol=1e-10, atol=1e-10)
+
+
+def test_changing_an_early_token_changes_later_logits_clearly():
+    model = make_model(0, torch.float64)
+    ids = prompt()
+    changed = ids.clone()
+    changed[:, 1] = (changed[:, 1] + 7) % 64
+    late = slice(16, None)
+    diff = (model(ids)[:, late] - model(changed)[:, late]).abs().amax(-1)  # (B, late)
+    spread = model(ids)[:, late].std(-1)
+    assert (diff > 0.5 * spread).float().mean() > 0.5, (
+        "the second token should matter to the logits 15+ positions later"
+    )
+
+
+def test_attention_is_far_from_uniform():
+    model = make_model(0, torch.float64)
+    T = 24
+    for probs in model.attention_maps(prompt(T=T)):  # (B, H, T, T)
+        rows = probs[:, :, 8:]  # queries that see at least 9 keys
+        uniform = 1.0 / torch.arange(9, T + 1, dtype=torch.float64)
+        assert rows.amax(-1).mean() > 4 * uniform.mean(), "attention should be sharp"
+
+
+def test_greedy_output_depends_on_the_context_not_only_the_last_token():
+    model = make_model(0, torch.float64)
+    base = prompt(B=4, T=10)
+    other = base.clone()
+    other[:, :-1] = prompt(B=4, T=9, seed=7)  # same last token, different history
+    a = greedy_generate_no_cache(model, base, 8)[:, 10:]
+    b = greedy_generate_no_cache(model, other, 8)[:, 10:]
+    assert (a != b).any(1).all(), "continuations should depend on more than the last token"
+    echo = (a[:, 1:] == a[:, :-1]).float().mean()
+    assert echo < 0.5, "the model should not mostly repeat its last token"
+
+
+def test_rejects_bad_ids():
+    model = make_model(0, torch.float32, max_seq_len=8)
+    with pytest.raises(ValueError, match="ids"):
+        model(torch.zeros(9, dtype=torch.long)[None])
+    with pytest.raises(ValueError, match="ids"):
+        model(torch.zeros(3, dtype=torch.long))
