@@ -1,2 +1,2 @@
-# The kata harness: --impl, Hypothesis profiles, Triton's CPU interpreter, figures (grading/plugin.py).
+# The kata harness (grading/plugin.py): --impl, Hypothesis profiles, Triton's interpreter, figures.
 pytest_plugins = ["grading.plugin"]

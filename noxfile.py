@@ -15,7 +15,7 @@ import nox
 
 ROOT = Path(__file__).parent
 ENV = ROOT / ".nox" / "katas"
-# A CPU build of PyTorch where one is at hand; set KATAS_TORCH to choose another (e.g. "torch==2.5.1").
+# A CPU build of PyTorch where one is at hand; KATAS_TORCH chooses another (e.g. "torch==2.5.1").
 TORCH = os.environ.get("KATAS_TORCH", "torch==2.13.0")
 TRITON = os.environ.get("KATAS_TRITON", "triton==3.6.0")
 
@@ -69,7 +69,7 @@ for kata_dir in sorted((ROOT / "katas").glob("*/solution.py")):
 
 @nox.session
 def selftest(session: nox.Session) -> None:
-    """The repository's own tests: references pass, mutants fail, stubs fail kindly (what CI runs)."""
+    """The repository's own tests: references pass, mutants fail, stubs fail kindly (CI runs it)."""
     # Each test starts a pytest process of its own; run them side by side, one line per result.
     pytest(session, "tests", "-n", "auto", "-v", "--durations=10")
 

@@ -24,7 +24,9 @@ class Figure:
 
     def __str__(self) -> str:
         ctx = ", ".join(f"{k}={v}" for k, v in self.context.items())
-        return f"{self.name} = {self.value:.4g} {self.unit}".rstrip() + (f"  ({ctx})" if ctx else "")
+        return f"{self.name} = {self.value:.4g} {self.unit}".rstrip() + (
+            f"  ({ctx})" if ctx else ""
+        )
 
 
 class FigureLog:

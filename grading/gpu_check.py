@@ -31,12 +31,15 @@ def machine_summary() -> str:
     except ImportError:
         triton_version = "absent"
     gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "no CUDA GPU"
-    return f"{gpu}; torch {torch.__version__}; triton {triton_version}; python {sys.version.split()[0]}"
+    python = sys.version.split()[0]
+    return f"{gpu}; torch {torch.__version__}; triton {triton_version}; python {python}"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="gpu-results", help="folder for figures.json and figures.md")
+    parser.add_argument(
+        "--out", default="gpu-results", help="folder for figures.json and figures.md"
+    )
     parser.add_argument("--impl", default="reference", help="implementation to benchmark")
     parser.add_argument("--record", action="store_true", help="append the table to results/gpu.md")
     parser.add_argument("pytest_args", nargs="*", help="extra arguments for pytest")

@@ -33,7 +33,9 @@ def kata_of(test_file: str | Path) -> str:
     try:
         return path.relative_to(KATAS_DIR).parts[0]
     except (ValueError, IndexError):
-        raise ImplError(f"{path} is not inside {KATAS_DIR}; kata tests live in katas/<kata>/") from None
+        raise ImplError(
+            f"{path} is not inside {KATAS_DIR}; kata tests live in katas/<kata>/"
+        ) from None
 
 
 def resolve_impl(kata: str, choice: str | None) -> Path:

@@ -8,7 +8,7 @@ Its contract is public; the KV-cache, batching and speculative-decoding katas re
 With a cache, the new tokens take positions cache.seq_len ... cache.seq_len + T - 1 (read once,
 before the first layer updates the cache). Each attention layer calls
 
-    k_all, v_all = cache.update(layer_index, k, v)     # k, v: [B, n_kv_heads, T, head_dim], after RoPE
+    k_all, v_all = cache.update(layer_index, k, v)  # k, v: [B, n_kv_heads, T, head_dim], RoPE'd
 
 and attends causally over what comes back, the newest query aligned with the newest key.
 
@@ -140,12 +140,15 @@ class TinyLlama(nn.Module):
 
     def _run(self, ids: torch.Tensor, cache=None):
         if ids.dim() != 2 or ids.dtype != torch.long:
-            raise ValueError(f"ids: expected a LongTensor [B, T], got {ids.dtype} {tuple(ids.shape)}")
+            raise ValueError(
+                f"ids: expected a LongTensor [B, T], got {ids.dtype} {tuple(ids.shape)}"
+            )
         B, T = ids.shape
         start = 0 if cache is None else int(cache.seq_len)  # read once, before any layer updates
         if T < 1 or start + T > self.config.max_seq_len:
             raise ValueError(
-                f"ids: positions {start}..{start + T - 1} must lie in 0..{self.config.max_seq_len - 1}"
+                f"ids: positions {start}..{start + T - 1} must lie in "
+                f"0..{self.config.max_seq_len - 1}"
             )
         dtype = self.embed.weight.dtype
         cos = self.rope_cos[start : start + T].to(dtype)  # (T, hd)

@@ -37,7 +37,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="implementation to test: `solution` (katas/<kata>/solution.py, the default), "
         "`reference` (reference/<kata>.py), or a path to any .py file",
     )
-    group.addoption("--figures", default=None, help="write the figures tests record to this JSON file")
+    group.addoption(
+        "--figures", default=None, help="write the figures tests record to this JSON file"
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -79,7 +81,7 @@ def _not_implemented(exc: BaseException | None) -> NotImplementedError | None:
         seen.add(id(exc))
         if isinstance(exc, NotImplementedError):
             return exc
-        if isinstance(exc, BaseExceptionGroup):
+        if isinstance(getattr(exc, "exceptions", None), (list, tuple)):  # an exception group
             for inner in exc.exceptions:
                 found = _not_implemented(inner)
                 if found is not None:

@@ -13,10 +13,12 @@ SMALL_PRIMES = [2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 
 
 
 def lengths(max_len: int = 64, *, block: int | None = None) -> st.SearchStrategy[int]:
-    """Sequence lengths: 1, primes, and (given a block size) block - 1, block, block + 1, 2·block ± 1."""
+    """Sequence lengths: 1, primes, and (given a block size) block ± 1, block, 2·block ± 1."""
     special = [1] + [p for p in SMALL_PRIMES if p <= max_len]
     if block is not None:
-        special += [n for n in (block - 1, block, block + 1, 2 * block - 1, 2 * block + 1) if n >= 1]
+        special += [
+            n for n in (block - 1, block, block + 1, 2 * block - 1, 2 * block + 1) if n >= 1
+        ]
     special = sorted({n for n in special if n <= max_len})
     return st.one_of(st.sampled_from(special), st.integers(1, max_len))
 

@@ -100,7 +100,7 @@ def assert_close(
 
 def max_abs_error(actual: torch.Tensor, expected: torch.Tensor) -> float:
     """Largest |actual - expected|, computed in float64 (NaN counts as infinite)."""
-    err = (actual.detach().to("cpu", torch.float64) - expected.detach().to("cpu", torch.float64))
+    err = actual.detach().to("cpu", torch.float64) - expected.detach().to("cpu", torch.float64)
     return float(err.abs().nan_to_num(float("inf")).max()) if err.numel() else 0.0
 
 
@@ -134,5 +134,6 @@ def assert_error_within(
     raise AssertionError(
         f"{name}: max abs error {ours:.3g} vs the float64 oracle is more than {factor:g} x the "
         f"baseline's {theirs:.3g} + floor {floor:.3g}\n"
-        f"  actual: {_describe(actual)}; output scale {scale:.4g}" + (f"\nhint: {hint}" if hint else "")
+        f"  actual: {_describe(actual)}; output scale {scale:.4g}"
+        + (f"\nhint: {hint}" if hint else "")
     )

@@ -25,7 +25,16 @@ def run_kata(kata: str, *args: str, timeout: float = 600) -> KataRun:
     """`pytest katas/<kata> *args` in a subprocess, derandomised (the `ci` profile)."""
     # One thread each: the kata tests use small tensors, and the self-test runs several at once.
     env = dict(os.environ, CI="1", PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1")
-    command = [sys.executable, "-m", "pytest", f"katas/{kata}", "-q", "-p", "no:cacheprovider", *args]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        f"katas/{kata}",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        *args,
+    ]
     done = subprocess.run(
         command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout
     )

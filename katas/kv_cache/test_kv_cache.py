@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 from hypothesis import given, note
@@ -206,9 +208,15 @@ def test_bad_input_gets_a_value_error_that_says_what_was_expected(impl):
 # generate
 
 
+@functools.lru_cache(maxsize=64)
+def tiny_model(seed: int, n_heads: int, n_kv_heads: int, dtype: torch.dtype):
+    """The shared model, built once per recipe (building it is most of an example's time)."""
+    return make_model(seed, dtype, n_heads=n_heads, n_kv_heads=n_kv_heads)
+
+
 @st.composite
 def model_setups(draw):
-    """(model recipe, prompt): make_model(**recipe) builds it in any dtype with the same weights."""
+    """(model recipe, prompt): tiny_model(**recipe, dtype=...) builds the model in any dtype."""
     n_heads, n_kv_heads = draw(
         gqa_heads(max_kv_heads=2, max_group=4), label="(n_heads, n_kv_heads)"
     )
@@ -225,9 +233,9 @@ def model_setups(draw):
 @given(setup=model_setups(), max_new_tokens=st.integers(1, 10))
 def test_generate_matches_the_uncached_generator(impl, setup, max_new_tokens):
     recipe, prompt = setup
-    model = make_model(dtype=torch.float64, **recipe)
-    expected = greedy_generate_no_cache(model, prompt, max_new_tokens)
+    model = tiny_model(dtype=torch.float64, **recipe)
     got = impl.generate(model, prompt, max_new_tokens)
+    expected = greedy_generate_no_cache(model, prompt, max_new_tokens)
     assert got.dtype == torch.long and got.shape == expected.shape, (
         f"expected a LongTensor {list(expected.shape)}, got {got.dtype} {list(got.shape)}"
     )
@@ -244,7 +252,7 @@ def test_generate_matches_the_uncached_generator(impl, setup, max_new_tokens):
 @given(setup=model_setups(), max_new_tokens=st.integers(1, 8))
 def test_generate_calls_the_model_once_per_token(impl, setup, max_new_tokens):
     recipe, prompt = setup
-    counting = CountingModel(make_model(dtype=torch.float64, **recipe))
+    counting = CountingModel(tiny_model(dtype=torch.float64, **recipe))
     impl.generate(counting, prompt, max_new_tokens)
     T = prompt.shape[1]
     want = [T] + [1] * (max_new_tokens - 1)
@@ -294,17 +302,20 @@ def test_cached_logits_agree_at_every_step(impl, setup, data):
     """Teacher-forced: prefill, then one token at a time, against the whole sequence uncached."""
     recipe, prompt = setup
     dtype = data.draw(st.sampled_from([torch.float32, torch.float64]), label="dtype")
-    model = make_model(dtype=dtype, **recipe)
+    model = tiny_model(dtype=dtype, **recipe)
     extra = data.draw(st.integers(1, 6), label="tokens after the prompt")
     c = model.config
     B, T = prompt.shape
-    ids = torch.cat([prompt, torch.randint(0, c.vocab_size, (B, extra))], dim=1)
+    more = torch.randint(
+        0, c.vocab_size, (B, extra), generator=torch.Generator().manual_seed(extra)
+    )
+    ids = torch.cat([prompt, more], dim=1)
     cache = impl.KVCache(c.n_layers, B, c.n_kv_heads, c.head_dim, T + extra, dtype=dtype)
     with torch.no_grad():
         steps = [model(ids[:, :T], cache)]
         steps += [model(ids[:, t : t + 1], cache) for t in range(T, T + extra)]
         got = torch.cat(steps, dim=1)  # (B, T + extra, vocab)
-        oracle = make_model(dtype=torch.float64, **recipe)(ids)
+        oracle = tiny_model(dtype=torch.float64, **recipe)(ids)
         baseline = model(ids)  # the same model, same dtype, no cache
     hint = "a cached step attends to keys at the wrong positions or misses some"
     if dtype == torch.float64:
@@ -316,7 +327,7 @@ def test_cached_logits_agree_at_every_step(impl, setup, data):
 @given(setup=model_setups(), data=st.data())
 def test_crop_then_decode_equals_a_fresh_prefix(impl, setup, data):
     recipe, prompt = setup
-    model = make_model(dtype=torch.float64, **recipe)
+    model = tiny_model(dtype=torch.float64, **recipe)
     c = model.config
     B, T = prompt.shape
     extra = data.draw(st.integers(1, 5), label="tokens after the prompt")

@@ -6,13 +6,13 @@ the length and memory is reallocated all the time. It is the first version almos
 
 import torch
 
+from reference.kv_cache import KVCache as _Preallocated
 from reference.kv_cache import (  # noqa: F401
     OutOfBlocks,
     PagedKVCache,
     kv_cache_bytes,
     paged_attention,
 )
-from reference.kv_cache import KVCache as _Preallocated
 from reference.kv_cache import generate as _generate
 
 

@@ -4,13 +4,13 @@ seq_len reads layer 0, so the crop looks done; the other layers keep writing aft
 tokens, and speculative-decoding rollbacks silently corrupt every layer but the first.
 """
 
+from reference.kv_cache import KVCache as _Correct
 from reference.kv_cache import (  # noqa: F401
     OutOfBlocks,
     PagedKVCache,
     kv_cache_bytes,
     paged_attention,
 )
-from reference.kv_cache import KVCache as _Correct
 from reference.kv_cache import generate as _generate
 
 

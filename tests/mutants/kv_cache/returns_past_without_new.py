@@ -3,13 +3,13 @@
 An off-by-one in the slice end: the newest query then cannot see its own key.
 """
 
+from reference.kv_cache import KVCache as _Correct
 from reference.kv_cache import (  # noqa: F401
     OutOfBlocks,
     PagedKVCache,
     kv_cache_bytes,
     paged_attention,
 )
-from reference.kv_cache import KVCache as _Correct
 from reference.kv_cache import generate as _generate
 
 

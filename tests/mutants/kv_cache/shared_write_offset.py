@@ -24,9 +24,13 @@ class KVCache:
     def update(self, layer, k, v):
         S = self.k.shape[3]
         if not 0 <= layer < self.k.shape[0] or k.shape != v.shape or k.dim() != 4:
-            raise ValueError(f"layer/k/v: expected shape {list(self.k.shape[1:3])} ... {self.k.shape[4]}")
+            raise ValueError(
+                f"layer/k/v: expected shape {list(self.k.shape[1:3])} ... {self.k.shape[4]}"
+            )
         if tuple(k.shape[:2]) != tuple(self.k.shape[1:3]) or k.shape[3] != self.k.shape[4]:
-            raise ValueError(f"k: expected [{self.k.shape[1]}, {self.k.shape[2]}, T, {self.k.shape[4]}]")
+            raise ValueError(
+                f"k: expected [{self.k.shape[1]}, {self.k.shape[2]}, T, {self.k.shape[4]}]"
+            )
         start, T = self.seq_len, k.shape[2]
         if start + T > S:
             raise ValueError(f"k: would pass max_seq_len={S}")

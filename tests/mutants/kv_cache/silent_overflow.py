@@ -3,13 +3,13 @@
 Slicing past the end of a tensor does not raise in PyTorch, so the overflow goes unnoticed.
 """
 
+from reference.kv_cache import KVCache as _Correct
 from reference.kv_cache import (  # noqa: F401
     OutOfBlocks,
     PagedKVCache,
     kv_cache_bytes,
     paged_attention,
 )
-from reference.kv_cache import KVCache as _Correct
 from reference.kv_cache import generate as _generate
 
 
