@@ -50,7 +50,7 @@ def kata_session(kata: str, summary: str) -> None:
     def run(session: nox.Session) -> None:
         pytest(session, f"katas/{kata}")
 
-    run.__doc__ = f"Test your katas/{kata}/solution.py: {summary}"
+    run.__doc__ = f"{summary} (tests katas/{kata}/solution.py)"
     nox.session(name=kata, tags=["katas"], default=False)(run)
 
 

@@ -54,6 +54,20 @@ def test_flops_of_a_matmul():
     assert flops == 2 * 4 * 5 * 6 and out.shape == (4, 6)
 
 
+def test_flops_of_attention_on_the_cpu_are_counted():
+    q, k, v = torch.randn(2, 4, 16, 8), torch.randn(2, 2, 32, 8), torch.randn(2, 2, 32, 8)
+    expected = 2 * 2 * 4 * 16 * 32 * (8 + 8)
+    _, flops = count_flops(
+        torch.nn.functional.scaled_dot_product_attention, q, k, v, enable_gqa=True
+    )
+    assert flops == expected
+    mask = torch.ones(16, 32, dtype=torch.bool)
+    _, flops = count_flops(
+        torch.nn.functional.scaled_dot_product_attention, q, k, v, attn_mask=mask, enable_gqa=True
+    )
+    assert flops == expected
+
+
 def test_largest_tensor_ignores_views():
     x = torch.randn(10, 10)
 
