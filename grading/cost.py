@@ -7,12 +7,14 @@ noise. These counters measure the work itself, the same on every run:
   `torch.utils.flop_counter` (elementwise ops count zero there);
 - `largest_tensor`: the biggest tensor any PyTorch op produced during a call (views excluded,
   since they allocate nothing);
+- `held_bytes`: the bytes an object (a cache, say) keeps in tensors;
 - `CountingModel`: wraps a model and records every forward call and how many tokens it was fed.
 """
 
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -79,6 +81,25 @@ def largest_tensor(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[A
     with _LargestTensorMode() as mode:
         result = fn(*args, **kwargs)
     return result, mode.largest
+
+
+def held_bytes(obj: Any, seen: set[int] | None = None) -> int:
+    """Bytes of every distinct tensor storage reachable from `obj` (through its attributes,
+    lists, tuples, sets, deques and dicts): what a cache really keeps in memory."""
+    seen = set() if seen is None else seen
+    if isinstance(obj, torch.Tensor):
+        storage = obj.untyped_storage()
+        if storage.data_ptr() in seen:
+            return 0
+        seen.add(storage.data_ptr())
+        return storage.nbytes()
+    if isinstance(obj, (list, tuple, set, frozenset, deque)):
+        return sum(held_bytes(x, seen) for x in obj)
+    if isinstance(obj, dict):
+        return sum(held_bytes(x, seen) for x in obj.values())
+    if hasattr(obj, "__dict__") and not isinstance(obj, type):
+        return sum(held_bytes(x, seen) for x in vars(obj).values())
+    return 0
 
 
 @dataclass

@@ -8,7 +8,7 @@ import shutil
 import pytest
 import torch
 
-from grading.cost import CountingModel, count_flops, largest_tensor
+from grading.cost import CountingModel, count_flops, held_bytes, largest_tensor
 from grading.figures import FigureLog, markdown_table
 from grading.impl import REPO_ROOT, ImplError, kata_of, resolve_impl
 from grading.oracles import attention_oracle
@@ -77,6 +77,15 @@ def test_largest_tensor_ignores_views():
 
     _, record = largest_tensor(work)
     assert record.numel == 300 and record.shape == (30, 10)
+
+
+def test_held_bytes_counts_each_storage_once():
+    class Cache:
+        def __init__(self):
+            self.k = torch.zeros(4, 8)  # 128 bytes
+            self.views = [self.k[:2], {"v": torch.zeros(3, dtype=torch.float16)}]  # + 6 bytes
+
+    assert held_bytes(Cache()) == 4 * 8 * 4 + 3 * 2
 
 
 def test_counting_model_records_calls():

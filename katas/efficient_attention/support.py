@@ -6,7 +6,6 @@ not do; they are for checking, not for copying.
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
 
 import torch
@@ -93,21 +92,3 @@ def rope_at_positions(x: torch.Tensor) -> torch.Tensor:
     """x (B, h, N, D) rotated in float64 to absolute positions 0 .. N - 1 (grading.model's RoPE)."""
     cos, sin = rope_tables(x.shape[-1], x.shape[2], 10000.0, torch.float64)
     return apply_rope(x.detach().to("cpu", torch.float64), cos, sin)
-
-
-def held_numel(obj, seen: set[int] | None = None) -> int:
-    """Numbers held in every distinct tensor storage reachable from `obj`'s attributes."""
-    seen = set() if seen is None else seen
-    if isinstance(obj, torch.Tensor):
-        storage = obj.untyped_storage()
-        if storage.data_ptr() in seen:
-            return 0
-        seen.add(storage.data_ptr())
-        return storage.nbytes() // obj.element_size()
-    if isinstance(obj, (list, tuple, set, deque)):
-        return sum(held_numel(x, seen) for x in obj)
-    if isinstance(obj, dict):
-        return sum(held_numel(x, seen) for x in obj.values())
-    if hasattr(obj, "__dict__") and not isinstance(obj, type):
-        return sum(held_numel(x, seen) for x in vars(obj).values())
-    return 0

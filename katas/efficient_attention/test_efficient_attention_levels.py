@@ -10,14 +10,13 @@ import torch
 from hypothesis import given, note
 from hypothesis import strategies as st
 
-from grading.cost import count_flops
+from grading.cost import count_flops, held_bytes
 from grading.oracles import attention_oracle
 from grading.strategies import gqa_heads, randn, seeds
 from grading.tolerance import assert_close
 from katas.efficient_attention.support import (
     DTYPES,
     band_mask,
-    held_numel,
     rope_at_positions,
     token_mask,
 )
@@ -165,9 +164,9 @@ def test_rolling_cache_append_returns_the_window(impl):
         sizes.append(keys.shape[2])
         assert keys.shape == values.shape
     assert sizes == [1, 2, 3, 3, 3], f"append returns min(seq_len, window) keys, got sizes {sizes}"
-    assert held_numel(cache) <= 2 * 2 * 3 * 4, (
-        f"a cache of window 3 for 2 kv heads of dim 4 holds {held_numel(cache)} numbers after 5 "
-        "tokens; its keys and values need 2 x 2 x 3 x 4 = 48: overwrite the oldest slot"
+    assert held_bytes(cache) <= 2 * 2 * 3 * 4 * 4, (
+        f"a float32 cache of window 3 for 2 kv heads of dim 4 holds {held_bytes(cache)} bytes "
+        "after 5 tokens; keys and values need 2 x 2 x 3 x 4 x 4 B = 192: overwrite the oldest slot"
     )
     assert sorted(keys[0, 0, :, 0].tolist()) == [2.0, 3.0, 4.0], (
         "after 5 tokens in a window of 3 the cache must hold tokens 2, 3, 4, "
@@ -229,14 +228,15 @@ def test_rolling_cache_memory_stops_growing_at_the_window(impl, case):
     held = []
     for t in range(steps):
         impl.sliding_window_decode_step(q[:, :, t], k[:, :, t], v[:, :, t], cache)
-        held.append(held_numel(cache))
-    limit = 2 * B * Hkv * window * D
+        held.append(held_bytes(cache))
+    limit = 2 * B * Hkv * window * D * dtype.itemsize
     assert max(held) <= limit, (
-        f"the cache held {max(held)} numbers; its window of keys and values is {limit} "
-        f"(2 x B={B} x Hkv={Hkv} x window={window} x D={D}). Keep kv heads unexpanded and "
+        f"the cache held {max(held)} bytes; its window of keys and values is {limit} "
+        f"(2 x B={B} x Hkv={Hkv} x window={window} x D={D} x {dtype.itemsize} B). Keep kv heads "
+        "unexpanded and "
         "overwrite the oldest slot instead of growing."
     )
     assert held[window - 1] == held[-1], (
-        f"the cache held {held[window - 1]} numbers after {window} steps and {held[-1]} after "
+        f"the cache held {held[window - 1]} bytes after {window} steps and {held[-1]} after "
         f"{steps}: it must stop growing once the window is full"
     )

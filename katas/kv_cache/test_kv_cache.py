@@ -9,30 +9,12 @@ import torch
 from hypothesis import given, note
 from hypothesis import strategies as st
 
-from grading.cost import CountingModel, count_flops, largest_tensor
+from grading.cost import CountingModel, count_flops, held_bytes, largest_tensor
 from grading.model import greedy_generate_no_cache, make_model
 from grading.strategies import gqa_heads, lengths, randn, seeds
 from grading.tolerance import assert_close, assert_error_within
 
 ALL_DTYPES = [torch.float64, torch.float32, torch.float16, torch.bfloat16]
-
-
-def tensor_bytes(obj, seen=None) -> int:
-    """Bytes of every distinct tensor storage reachable from `obj`'s attributes."""
-    seen = set() if seen is None else seen
-    if isinstance(obj, torch.Tensor):
-        storage = obj.untyped_storage()
-        if storage.data_ptr() in seen:
-            return 0
-        seen.add(storage.data_ptr())
-        return storage.nbytes()
-    if isinstance(obj, (list, tuple, set)):
-        return sum(tensor_bytes(x, seen) for x in obj)
-    if isinstance(obj, dict):
-        return sum(tensor_bytes(x, seen) for x in obj.values())
-    if hasattr(obj, "__dict__") and not isinstance(obj, type):
-        return sum(tensor_bytes(x, seen) for x in vars(obj).values())
-    return 0
 
 
 # ----------------------------------------------------------------------------------------------
@@ -79,7 +61,7 @@ def test_cache_holds_exactly_what_the_formula_says(
     _, n_kv_heads = heads
     cache = impl.KVCache(n_layers, batch_size, n_kv_heads, head_dim, max_seq_len, dtype=dtype)
     expected = impl.kv_cache_bytes(n_layers, n_kv_heads, head_dim, max_seq_len, batch_size, dtype)
-    held = tensor_bytes(cache)
+    held = held_bytes(cache)
     assert held == expected, (
         f"the cache's tensors hold {held} bytes but kv_cache_bytes says {expected} for "
         f"max_seq_len={max_seq_len}: allocate keys and values for every layer once, in `dtype`"
