@@ -17,7 +17,7 @@ ROOT = Path(__file__).parent
 ENV = ROOT / ".nox" / "katas"
 # A CPU build of PyTorch where one is at hand; KATAS_TORCH chooses another (e.g. "torch==2.5.1").
 TORCH = os.environ.get("KATAS_TORCH", "torch==2.13.0")
-TRITON = os.environ.get("KATAS_TRITON", "triton==3.6.0")
+TRITON = os.environ.get("KATAS_TRITON", "triton==3.9.0")
 
 nox.options.sessions = ["selftest"]
 nox.options.default_venv_backend = "none"

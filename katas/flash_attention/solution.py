@@ -1,0 +1,112 @@
+"""FlashAttention: exact attention that never writes the N x N score matrix.
+
+Your file. Read katas/flash_attention/README.md first, then fill in the functions in order:
+level 1 (`tiled_attention`, plain PyTorch), level 2 (`flash_attention`, a Triton kernel),
+level 3 (`flash_attention_with_lse`, `combine_partials`, `split_kv_decode`).
+
+Conventions for every function:
+- q is (B, H, Nq, D); k and v are (B, Hkv, Nk, D); H % Hkv == 0 and query head h reads
+  key/value head h // (H // Hkv) (grouped-query attention);
+- causal masking is aligned bottom-right: query i sees keys j <= i + Nk - Nq; a query that sees
+  no key returns zeros, never NaN;
+- sm_scale defaults to 1 / sqrt(D); outputs have q's dtype; every sum runs in float32;
+- inputs are never modified; wrong ranks, mismatched shapes or H % Hkv != 0 raise ValueError.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def tiled_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    causal: bool = False,
+    sm_scale: float | None = None,
+    block_size: int = 64,
+) -> torch.Tensor:
+    """softmax(q k^T * sm_scale) v, computed one block of `block_size` keys at a time.
+
+    q (B, H, Nq, D); k, v (B, Hkv, Nk, D). Returns (B, H, Nq, D) in q's dtype.
+
+    Per query keep, in float32, m (the largest score so far), l (the sum of exp(s - m) so far)
+    and acc (the sum of exp(s - m) v so far). For each key block with scores s (B, H, Nq, n):
+
+        m_new = max(m, max_j s_j)
+        l     = l * exp(m - m_new) + sum_j exp(s_j - m_new)
+        acc   = acc * exp(m - m_new) + sum_j exp(s_j - m_new) v_j
+        m     = m_new
+
+    and at the end return acc / l. Never build an (Nq, Nk) tensor.
+    """
+    # TODO level 1: the online softmax over key blocks, in plain PyTorch.
+    raise NotImplementedError("not implemented yet — start with katas/flash_attention/README.md")
+
+
+def flash_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    causal: bool = False,
+    sm_scale: float | None = None,
+) -> torch.Tensor:
+    """The same computation as `tiled_attention`, as one Triton kernel (forward only).
+
+    q (B, H, Nq, D); k, v (B, Hkv, Nk, D) with D in {16, 32, 64, 128}. Returns (B, H, Nq, D)
+    in q's dtype. One program per (block of queries, batch x head): it loads its queries once,
+    streams the keys and values of its kv head through in blocks, and writes its output once.
+    """
+    # TODO level 2: a Triton kernel with masks for partial blocks and for causality.
+    raise NotImplementedError("not implemented yet — start with katas/flash_attention/README.md")
+
+
+def flash_attention_with_lse(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    causal: bool = False,
+    sm_scale: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`flash_attention`, also returning each query's log-sum-exp.
+
+    lse[b, h, i] = log(sum_j exp(s_ij)) over the keys query i sees (natural log), which is
+    m + log(l) at the end of the loop. Returns out (B, H, Nq, D) in q's dtype and lse
+    (B, H, Nq) in float32, -inf where a query sees no key.
+    """
+    # TODO level 3: write lse from the kernel too.
+    raise NotImplementedError("not implemented yet — start with katas/flash_attention/README.md")
+
+
+def combine_partials(outs: torch.Tensor, lses: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Merge attention results over S disjoint key sets into the result over their union.
+
+    outs (S, B, H, Nq, D) and lses (S, B, H, Nq): part s is attention over key set s alone.
+    The online softmax once more, over parts instead of keys: with m = max_s lses[s] and
+    w_s = exp(lses[s] - m),
+
+        out = sum_s w_s outs[s] / sum_s w_s        lse = m + log(sum_s w_s)
+
+    A part that saw no key (lse -inf) weighs nothing. Returns out (B, H, Nq, D) and lse
+    (B, H, Nq), both float32.
+    """
+    # TODO level 3: merge partial results through their log-sum-exp.
+    raise NotImplementedError("not implemented yet — start with katas/flash_attention/README.md")
+
+
+def split_kv_decode(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    sm_scale: float | None = None,
+    num_splits: int = 8,
+) -> torch.Tensor:
+    """Attention of one new query per sequence over a long cache, the keys split across programs.
+
+    q (B, H, 1, D); k, v (B, Hkv, Nk, D). One query gives only B*H programs, too few to fill a
+    GPU; split the keys into up to `num_splits` ranges, compute a partial result and its lse
+    for each range in parallel (in float32), then merge them with `combine_partials`.
+    Returns (B, H, 1, D) in q's dtype; ValueError unless q holds exactly one query.
+    """
+    # TODO level 3: partial results over key ranges, merged through their lse.
+    raise NotImplementedError("not implemented yet — start with katas/flash_attention/README.md")

@@ -1,0 +1,149 @@
+"""GPU targets for `flash_attention`: correctness at real tile sizes, speed, and memory.
+
+Skipped without CUDA; on a GPU machine `python3 -m grading.gpu_check` runs them with the
+reference (`--impl` picks another file). Speeds are TFLOP/s with 4·B·H·N²·D FLOPs (halved when
+causal), timed with `triton.testing.do_bench` after a warm-up call, and judged only as ratios to
+baselines measured in the same run:
+
+- at N >= 4096 and D = 128, at least 0.8x PyTorch's scaled_dot_product_attention;
+- at least 3x naive attention that materialises the scores (timed up to N = 4096 only: at
+  N = 8192 its float32 score matrix alone is 17 GB and one call takes seconds);
+- at N = 16384, extra memory during the call within twice the size of the output.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from katas.flash_attention.flash_attention_cases import AttentionCase, check_attention
+
+pytestmark = pytest.mark.gpu
+
+B, H = 4, 16  # every speed test; N and D vary
+SPEED_SHAPES = [(N, D) for N in (1024, 4096, 8192) for D in (64, 128)]
+NAIVE_MAX_N = 4096
+SDPA_TARGET, NAIVE_TARGET, MEMORY_TARGET = 0.8, 3.0, 2.0
+DTYPES = [torch.float16, torch.bfloat16]
+
+
+def gpu_randn(*shape: int, seed: int, dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
+    """Random inputs drawn on the GPU: for timing, values only need to be ordinary."""
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    return torch.randn(shape, generator=gen, device="cuda", dtype=dtype)
+
+
+def bench_ms(fn) -> float:
+    """Mean milliseconds per call after a warm-up call (compilation, autotuning, caches)."""
+    import triton.testing  # only on a GPU machine; the interpreter is never timed
+
+    fn()
+    torch.cuda.synchronize()
+    return float(triton.testing.do_bench(fn))
+
+
+def tflops(N: int, D: int, causal: bool, ms: float) -> float:
+    flops = 4 * B * H * N * N * D / (2 if causal else 1)
+    return flops / (ms * 1e-3) / 1e12
+
+
+def naive_attention(q, k, v, causal: bool):
+    """The textbook version: the whole (B, H, N, N) score matrix, written and read in HBM."""
+    scores = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(q.shape[-1]))  # (B, H, N, N)
+    if causal:
+        N = q.shape[2]
+        hidden = torch.ones(N, N, dtype=torch.bool, device=q.device).triu(1)
+        scores = scores.masked_fill(hidden, float("-inf"))
+    return torch.softmax(scores.float(), dim=-1).to(q.dtype) @ v
+
+
+GPU_CASES = [  # lengths around the 128 x 64 tiles, GQA, unequal lengths, every head dim
+    AttentionCase(1, 4, 2, 300, 300, 64, True, None, torch.bfloat16, 1.0, 0),
+    AttentionCase(2, 8, 2, 1, 1000, 128, True, None, torch.bfloat16, 1.0, 1),
+    AttentionCase(1, 4, 4, 257, 130, 128, True, None, torch.float16, 8.0, 2),
+    AttentionCase(1, 2, 1, 129, 511, 32, False, 0.3, torch.float16, 3.0, 3),
+    AttentionCase(1, 6, 3, 200, 77, 16, True, None, torch.bfloat16, 1.0, 4),
+    AttentionCase(1, 2, 1, 100, 150, 128, True, None, torch.float32, 1.0, 5),
+]
+
+
+@pytest.mark.parametrize("case", GPU_CASES, ids=lambda c: f"N{c.Nq}x{c.Nk}-D{c.D}-{c.dtype}")
+def test_flash_attention_matches_oracle_on_the_gpu(impl, case):
+    q, k, v = case.tensors(torch.device("cuda"))
+    out = impl.flash_attention(q, k, v, **case.options)
+    check_attention(out, q, k, v, **case.options, hint="the GPU tiles are larger than the CPU ones")
+
+
+def test_split_kv_decode_matches_oracle_on_the_gpu(impl):
+    case = AttentionCase(2, 8, 2, 1, 5000, 128, False, None, torch.bfloat16, 1.0, 6)
+    q, k, v = case.tensors(torch.device("cuda"))
+    out = impl.split_kv_decode(q, k, v, num_splits=8)
+    check_attention(out, q, k, v, causal=False, sm_scale=None, hint="split-KV decoding on the GPU")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize(("N", "D"), SPEED_SHAPES, ids=[f"N{n}-D{d}" for n, d in SPEED_SHAPES])
+def test_flash_attention_speed(impl, figures, N, D, causal, dtype):
+    q, k, v = (gpu_randn(B, H, N, D, seed=s, dtype=dtype) for s in range(3))
+    context = dict(B=B, H=H, N=N, D=D, causal=causal, dtype=str(dtype).removeprefix("torch."))
+    ours = tflops(N, D, causal, bench_ms(lambda: impl.flash_attention(q, k, v, causal=causal)))
+    sdpa_ms = bench_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
+    sdpa = tflops(N, D, causal, sdpa_ms)
+    figures.record("flash_attention", ours, "TFLOP/s", **context)
+    figures.record("torch SDPA", sdpa, "TFLOP/s", **context)
+    figures.record("flash_attention / SDPA", ours / sdpa, "x", **context)
+    naive = None
+    if N <= NAIVE_MAX_N:
+        naive = tflops(N, D, causal, bench_ms(lambda: naive_attention(q, k, v, causal)))
+        figures.record("naive attention", naive, "TFLOP/s", **context)
+        figures.record("flash_attention / naive", ours / naive, "x", **context)
+    if N >= 4096 and D == 128:
+        assert ours >= SDPA_TARGET * sdpa, (
+            f"{ours:.0f} TFLOP/s is under {SDPA_TARGET}x PyTorch's SDPA ({sdpa:.0f} TFLOP/s)"
+        )
+    if naive is not None:
+        assert ours >= NAIVE_TARGET * naive, (
+            f"{ours:.0f} TFLOP/s is under {NAIVE_TARGET}x naive attention ({naive:.0f} TFLOP/s)"
+        )
+
+
+def test_split_kv_decode_speed(impl, figures):
+    # One query per sequence over a long cache: B * H programs alone cannot fill the GPU.
+    Bd, Hd, Hkv, Nk, D = 4, 32, 8, 32768, 128
+    q = gpu_randn(Bd, Hd, 1, D, seed=7)
+    k, v = (gpu_randn(Bd, Hkv, Nk, D, seed=s) for s in (8, 9))
+    one = bench_ms(lambda: impl.flash_attention(q, k, v))
+    split = bench_ms(lambda: impl.split_kv_decode(q, k, v, num_splits=16))
+    gbytes = 2 * k.numel() * k.element_size() / 1e9  # the cache is read once either way
+    context = dict(B=Bd, H=Hd, Hkv=Hkv, Nk=Nk, D=D, dtype="bfloat16")
+    figures.record("decode, one program per head", gbytes / (one * 1e-3), "GB/s", **context)
+    figures.record("decode, split-KV x16", gbytes / (split * 1e-3), "GB/s", **context)
+    figures.record("split-KV / one program per head", one / split, "x", **context)
+
+
+def extra_memory(fn) -> tuple[int, int]:
+    """(bytes allocated at the peak of one call beyond what was there before, output bytes)."""
+    fn()  # compile and warm up outside the measurement
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    out = fn()
+    torch.cuda.synchronize()
+    return torch.cuda.max_memory_allocated() - before, out.numel() * out.element_size()
+
+
+def test_flash_attention_memory_at_16k(impl, figures):
+    N, D = 16384, 128
+    q, k, v = (gpu_randn(1, 16, N, D, seed=s) for s in range(3))
+    sdpa_extra, _ = extra_memory(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))
+    ours, out_bytes = extra_memory(lambda: impl.flash_attention(q, k, v, causal=True))
+    figures.record("torch SDPA extra memory / output size", sdpa_extra / out_bytes, "x", N=N, D=D)
+    figures.record("flash_attention extra memory / output size", ours / out_bytes, "x", N=N, D=D)
+    assert ours <= MEMORY_TARGET * out_bytes, (
+        f"flash_attention allocated {ours / 2**20:.0f} MiB beyond its inputs for a "
+        f"{out_bytes / 2**20:.0f} MiB output; the (N, N) scores must never reach memory"
+    )
