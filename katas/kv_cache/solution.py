@@ -33,7 +33,9 @@ class KVCache:
     already holds and return everything cached for that layer, [B, n_kv_heads, L + T, head_dim].
     Storage is allocated once, here: no concatenation of the past per step.
     ValueError when an update would pass max_seq_len, when k or v have the wrong shape or dtype,
-    or for an unknown layer.
+    or for an unknown layer. Each message names what is wrong and what was expected, e.g.
+    "k: expected shape [2, 4, T, 16], got [2, 3, 1, 16]" or "layer: expected 0..1, got 5"; an
+    overflow names max_seq_len, a bad crop names length.
     """
 
     def __init__(
