@@ -30,10 +30,6 @@ def gqa_heads(max_kv_heads: int = 4, max_group: int = 4) -> st.SearchStrategy[tu
     )
 
 
-def dtypes(choices: list[torch.dtype] | None = None) -> st.SearchStrategy[torch.dtype]:
-    return st.sampled_from(choices or [torch.float32, torch.float16])
-
-
 def seeds() -> st.SearchStrategy[int]:
     return st.integers(0, 2**31 - 1)
 

@@ -8,7 +8,6 @@ PyTorch's attention run in the same dtype, plus a small floor.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -125,22 +124,6 @@ def torch_attention(q, k, v, *, causal: bool = False, sm_scale: float | None = N
         mask = torch.arange(Nk, device=q.device)[None, :] <= rows + (Nk - Nq)
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=sm_scale)
     return out.nan_to_num(0.0)  # PyTorch gives NaN where a query sees no key; the kata gives 0
-
-
-def log_sum_exp_oracle(q, k, *, causal: bool = False, sm_scale: float | None = None, mask=None):
-    """float64 (B, H, Nq): log of the sum of exp(score) over each query's visible keys."""
-    q, k = (t.detach().to("cpu", torch.float64) for t in (q, k))
-    Nq, D = q.shape[2], q.shape[3]
-    Nk = k.shape[2]
-    k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)
-    scale = 1.0 / math.sqrt(D) if sm_scale is None else sm_scale
-    scores = (q @ k.transpose(-1, -2)) * scale  # (B, H, Nq, Nk)
-    allowed = torch.ones(Nq, Nk, dtype=torch.bool)
-    if causal:
-        allowed = torch.arange(Nk)[None, :] <= torch.arange(Nq)[:, None] + (Nk - Nq)
-    if mask is not None:
-        allowed = allowed & mask
-    return torch.logsumexp(scores.masked_fill(~allowed, float("-inf")), dim=-1)
 
 
 def check_attention(out, q, k, v, *, causal: bool, sm_scale: float | None, hint: str) -> None:
