@@ -1,0 +1,54 @@
+"""The error contract: bad input gets a ValueError, and a missing one is reported as a sentence.
+
+Kata tests list bad inputs as a table of `BadCall`s and check each with `assert_value_error`:
+
+    BAD_CALLS = [
+        BadCall("generate(model, prompt of shape [10], 2)", "no batch dimension",
+                lambda impl, model: impl.generate(model, torch.zeros(10, dtype=torch.long), 2)),
+        ...
+    ]
+
+    @pytest.mark.parametrize("bad", BAD_CALLS, ids=str)
+    def test_bad_input_raises_value_error(impl, model, bad):
+        assert_value_error(bad, impl, model)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+
+@dataclass(frozen=True)
+class BadCall:
+    call: str  # the call as a learner would write it, e.g. "crop(-1)"
+    why: str  # what is wrong with it, e.g. "a negative length"
+    run: Callable[..., Any]  # makes the call, given the test's arguments
+
+    def __str__(self) -> str:
+        return self.why.replace(" ", "-")
+
+
+def assert_value_error(bad: BadCall, *args: Any, match: str | None = None) -> None:
+    """Fail unless `bad.run(*args)` raises ValueError (whose message matches `match`, if given)."""
+    __tracebackhide__ = True
+    try:
+        bad.run(*args)
+    except ValueError as exc:
+        if match is not None and not re.search(match, str(exc)):
+            pytest.fail(
+                f"{bad.call} raised ValueError({str(exc)!r}); its message should name {match!r}",
+                pytrace=False,
+            )
+        return
+    except Exception as exc:  # noqa: BLE001 - any other exception is the learner's bug to see
+        pytest.fail(
+            f"{bad.call} should raise ValueError ({bad.why}), but raised "
+            f"{type(exc).__name__}: {exc}",
+            pytrace=False,
+        )
+    pytest.fail(f"{bad.call} should raise ValueError ({bad.why}), but returned", pytrace=False)
