@@ -1,0 +1,139 @@
+"""The pytest plugin a graded run loads (`-p grading.grade_plugin`), inside the sandbox process.
+
+It does three things the grader relies on:
+
+- reports every test's outcome, as JSON lines, to the results file the grader named in
+  KATAS_GRADE_RESULTS, and ends the file with a closing line only when the session really ends
+  (a run that dies or calls `os._exit` leaves no closing line, and the grader notices);
+- registers the `grade` Hypothesis profile: more examples than `ci`, no example database, and the
+  grader's seed from `--hypothesis-seed`, so a grade can be replayed and cannot be tuned to the
+  public examples;
+- installs an audit hook (which Python code cannot remove) once the libraries are imported: the
+  submission may not open its own kata's reference, write, delete or rename files outside the
+  sandbox, or start processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "grade",
+    max_examples=int(os.environ.get("KATAS_GRADE_EXAMPLES", "60")),
+    database=None,
+    deadline=None,
+    print_blob=True,
+    report_multiple_bugs=False,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+_FILE_EVENTS = {
+    "os.remove", "os.rename", "os.rmdir", "os.truncate", "os.chmod", "os.chown", "os.link",
+    "os.symlink", "os.mkdir", "shutil.rmtree", "shutil.move", "shutil.copyfile",
+}  # fmt: skip
+_PROCESS_EVENTS = {
+    "subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork",
+    "os.forkpty", "pty.spawn", "os.kill", "os.killpg",
+}  # fmt: skip
+
+
+def _forbidden(event: str, args: tuple, sandbox: Path, kata: str) -> str | None:
+    """Why this audit event breaks the grading rules, or None."""
+    if event in _PROCESS_EVENTS:
+        return "starting or signalling processes is not allowed while grading"
+    if event == "open" and args and isinstance(args[0], (str, bytes, os.PathLike)):
+        path = Path(os.fsdecode(args[0]))
+        name, parent = path.name, path.parent.name
+        if (parent == "reference" and name == f"{kata}.py") or (
+            parent == "__pycache__"
+            and path.parent.parent.name == "reference"
+            and name.startswith(f"{kata}.")
+        ):
+            return f"a submission may not read reference/{kata}.py"
+        mode = args[1] if len(args) > 1 else "r"
+        flags = args[2] if len(args) > 2 else 0
+        writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+            isinstance(flags, int) and flags & _WRITE_FLAGS
+        )
+        if writing and not _inside(path, sandbox):
+            return f"writing {path} (outside the sandbox) is not allowed"
+    if event in _FILE_EVENTS:
+        for arg in args:
+            if isinstance(arg, (str, bytes, os.PathLike)):
+                path = Path(os.fsdecode(arg))
+                if not _inside(path, sandbox):
+                    return f"{event} on {path} (outside the sandbox) is not allowed"
+    return None
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        return Path(os.path.abspath(path)).is_relative_to(root)
+    except (OSError, ValueError):
+        return False
+
+
+def _install_audit_hook(sandbox: Path, kata: str, report) -> None:
+    """Refuse what breaks the rules, and tell the grader even if the submission swallows it."""
+
+    def hook(event: str, args: tuple) -> None:
+        if event in _PROCESS_EVENTS or event in _FILE_EVENTS or event == "open":
+            why = _forbidden(event, args, sandbox, kata)
+            if why is not None:
+                report(kind="violation", message=why)
+                raise PermissionError(f"grading sandbox: {why}")
+
+    sys.addaudithook(hook)
+
+
+class GradeReporter:
+    """Appends one JSON line per test outcome to the grader's results file."""
+
+    def __init__(self, path: Path) -> None:
+        self.file = open(path, "a", buffering=1)  # noqa: SIM115 - open for the whole session
+
+    def write(self, **record) -> None:
+        self.file.write(json.dumps(record) + "\n")
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        for item in session.items:
+            self.write(kind="collected", id=item.nodeid)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        # The harness has imported torch and Triton by now; from here on the rules hold for
+        # everything, the submission included.
+        sandbox = Path(os.environ["KATAS_GRADE_SANDBOX"]).resolve()
+        _install_audit_hook(sandbox, os.environ["KATAS_GRADE_KATA"], self.write)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "call" and report.passed:
+            return  # setup and teardown that went well say nothing
+        if report.when == "call":
+            status = report.outcome
+        else:
+            status = "skipped" if report.skipped else "error"
+        message = ""
+        if report.failed:
+            message = str(report.longrepr)[-2000:]
+        elif report.skipped and isinstance(report.longrepr, tuple):
+            message = str(report.longrepr[2])
+        self.write(
+            kind="test", id=report.nodeid, status=status, message=message,
+            duration_s=round(report.duration, 3),
+        )  # fmt: skip
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self.write(kind="finished", exitstatus=int(exitstatus))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    path = Path(os.environ["KATAS_GRADE_RESULTS"])
+    config.pluginmanager.register(GradeReporter(path), "grade-reporter")
