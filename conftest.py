@@ -1,2 +1,3 @@
-# The kata harness (grading/plugin.py): --impl, Hypothesis profiles, Triton's interpreter, figures.
-pytest_plugins = ["grading.plugin"]
+# The kata harness (grading/plugin.py: --impl, Hypothesis profiles, Triton's interpreter, figures)
+# and the learner's progress in levels (grading/progress.py).
+pytest_plugins = ["grading.plugin", "grading.progress"]

@@ -35,7 +35,7 @@ def shared_python(session: nox.Session) -> str:
     if not stamp.exists() or stamp.read_text() != wanted:
         session.run(str(python), "-m", "pip", "install", "--upgrade", "pip", external=True)
         session.run(
-            str(python), "-m", "pip", "install", TORCH, TRITON, "-e", f"{ROOT}[test,lint]",
+            str(python), "-m", "pip", "install", TORCH, TRITON, "-e", f"{ROOT}[test,lint,tools]",
             external=True,
         )  # fmt: skip
         stamp.write_text(wanted)
@@ -80,6 +80,47 @@ def lint(session: nox.Session) -> None:
     python = shared_python(session)
     session.run(python, "-m", "ruff", "check", ".", external=True)
     session.run(python, "-m", "ruff", "format", "--check", ".", external=True)
+
+
+def run_tool(session: nox.Session, *command: str) -> None:
+    """`python -m *command posargs` in the shared environment."""
+    session.run(shared_python(session), "-m", *command, *session.posargs, external=True)
+
+
+@nox.session(default=False, tags=["tools"])
+def grade(session: nox.Session) -> None:
+    """Grade a submission or a class: -- PATH [--kata K] [--out DIR] [--seed N] [--timeout S]."""
+    run_tool(session, "grading.grade")
+
+
+@nox.session(default=False, tags=["tools"])
+def interview(session: nox.Session) -> None:
+    """Practise one kata against the clock: -- KATA [--minutes 45] [--level N]."""
+    run_tool(session, "grading.interview")
+
+
+@nox.session(default=False, tags=["tools"])
+def progress(session: nox.Session) -> None:
+    """Where you stand: every kata and level from your last runs, and what to do next."""
+    run_tool(session, "grading.progress")
+
+
+@nox.session(default=False, tags=["tools"])
+def hint(session: nox.Session) -> None:
+    """The next rung of a kata's hint ladder: -- KATA [--all]."""
+    run_tool(session, "grading.learner", "hint")
+
+
+@nox.session(default=False, tags=["tools"])
+def reset(session: nox.Session) -> None:
+    """Restore a kata's stub, keeping your solution as a dated backup: -- KATA."""
+    run_tool(session, "grading.learner", "reset")
+
+
+@nox.session(default=False, tags=["tools"])
+def watch(session: nox.Session) -> None:
+    """Re-run a kata's tests whenever you save: -- KATA [-- pytest arguments]."""
+    run_tool(session, "grading.learner", "watch")
 
 
 @nox.session(default=False)

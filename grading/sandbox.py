@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import resource
 import shutil
 import signal
@@ -20,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grading.impl import REPO_ROOT
+from grading.progress import level_of
 
 COPIED = ["katas", "grading", "reference", "conftest.py", "pyproject.toml"]
 MEMORY_LIMIT = 8 * 2**30  # address space of the test process, in bytes
@@ -45,12 +45,6 @@ class KataRun:
             return 0.0
         judged = [t for t in self.tests if t["status"] != "skipped"]
         return sum(t["status"] == "passed" for t in judged) / len(judged) if judged else 0.0
-
-
-def level_of(test_id: str, kata: str) -> int:
-    """The level a test belongs to, from its file name `test_<kata>_<n>_<level>.py` (else 0)."""
-    match = re.search(rf"test_{re.escape(kata)}_(\d+)_\w*\.py", test_id)
-    return int(match.group(1)) if match else 0
 
 
 def make_sandbox(root: Path, kata: str, submission: Path, repo: Path = REPO_ROOT) -> Path:
@@ -85,6 +79,7 @@ def run_kata(
     timeout: float,
     test_timeout: float,
     examples: int = 60,
+    select: str | None = None,
 ) -> KataRun:
     """Grade `submission` (one .py file) on `kata` in `workdir`, which must not exist yet."""
     sandbox = make_sandbox(workdir / "sandbox", kata, submission)
@@ -101,6 +96,8 @@ def run_kata(
         "-p", "no:cacheprovider", f"--impl=submission/{kata}.py", "--hypothesis-profile=grade",
         f"--hypothesis-seed={seed}", f"--timeout={test_timeout}",
     ]  # fmt: skip
+    if select is not None:
+        command += ["-k", select]
     run = KataRun(kata)
     with log.open("wb") as out:
         child = subprocess.Popen(
