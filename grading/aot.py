@@ -188,7 +188,9 @@ def compile_calls(
     raw = _run_workers(request)
     if keep is None:
         cached.parent.mkdir(parents=True, exist_ok=True)
-        cached.write_text(json.dumps(raw))
+        partial = cached.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(json.dumps(raw))
+        partial.replace(cached)  # atomic: test processes running side by side share the cache
     return _parse(raw)
 
 
