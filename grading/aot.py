@@ -96,6 +96,7 @@ class KernelBuild:
     num_stages: int = 0
     binary: int = -1  # builds with the same number (per target) share one compiled kernel
     cubin: str | None = None  # the file, when asked to keep them
+    unmeasured: str | None = None  # why registers and instructions could not be read
 
     def blocks_per_sm(self) -> int:
         """How many blocks of this kernel fit on one SM at once: the tightest limit wins."""
@@ -115,6 +116,8 @@ class KernelBuild:
     def notes(self) -> list[str]:
         """One line for each visible reason this kernel is slower than it could be."""
         gpu, notes = TARGETS[self.target], []
+        if self.unmeasured:
+            return [f"registers and instructions not read: {self.unmeasured}"]
         if self.spill_bytes:
             notes.append(
                 f"spills {self.spill_bytes} B per thread to local memory: {self.registers} "
