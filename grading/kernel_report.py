@@ -79,9 +79,13 @@ def text_report(kata: str, impl: str, result: CompileResult) -> str:
                 f"{b.occupancy():>9.0%}  {own}; {', '.join(functions)}"
             )
             lines += [f"    ! {b.target} ({TARGETS[b.target].name}): {note}" for note in b.notes()]
+    problems: dict[str, list[str]] = {}
     for c in result.calls:
         if c["error"] or c.get("not_implemented"):
-            lines.append(f"\n{c['call']}: {c['error'] or c['not_implemented']}")
+            problems.setdefault(c["error"] or c["not_implemented"], []).append(c["call"])
+    for message, calls in problems.items():
+        also = f" (and {len(calls) - 1} more calls)" if len(calls) > 1 else ""
+        lines.append(f"\n{calls[0]}{also}: {message}")
     failed = [b for b in result.builds if b.error]
     for b in failed[:3]:
         lines.append(f"\n{b.kernel} does not compile for {b.target} ({b.call}):\n{b.error}")
