@@ -124,6 +124,13 @@ def watch(session: nox.Session) -> None:
 
 
 @nox.session(default=False)
+def kernel_report(session: nox.Session) -> None:
+    """What a kata's kernels would use on A100 and H100, compiled without a GPU (KATA [--impl])."""
+    args = session.posargs or ["flash_attention"]
+    session.run(shared_python(session), "-m", "grading.kernel_report", *args, external=True)
+
+
+@nox.session(default=False)
 def gpu_check(session: nox.Session) -> None:
     """GPU tests and benchmarks, figures to gpu-results/ (needs CUDA; see README)."""
     session.run(shared_python(session), "-m", "grading.gpu_check", *session.posargs, external=True)
