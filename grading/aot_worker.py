@@ -34,6 +34,7 @@ from triton.runtime import driver
 from triton.runtime.autotuner import Autotuner
 from triton.runtime.jit import JITFunction
 
+from grading.grade_plugin import guard_worker_process
 from grading.impl import load_module
 
 TENSOR_CORE_OPS = re.compile(r"\b(HMMA|HGMMA|IMMA|IGMMA|QGMMA|BGMMA|UTCHMMA|UTCQMMA)\b")
@@ -219,6 +220,7 @@ def main() -> None:
     keep = Path(request["keep"]) if request.get("keep") else None
     result: dict = {"calls": [], "builds": [], "unavailable": {}}
     result["triton"] = triton.__version__
+    guard_worker_process()  # under the grader, the submission's code runs under its rules here too
     try:
         module = load_module(Path(request["impl"]), "impl_compiled_ahead_of_time")
     except Exception as exc:

@@ -44,9 +44,30 @@ _PROCESS_EVENTS = {
 }  # fmt: skip
 
 
+def _process_allowed(event: str, args: tuple) -> bool:
+    """The processes the katas' own tests start: the ahead-of-time kernel compiler
+    (`python -m grading.aot_worker`) and the CUDA tools that ship with Triton (ptxas, cuobjdump),
+    which that worker runs under these same rules."""
+    if event != "subprocess.Popen" or len(args) < 2:
+        return False
+    argv = [os.fsdecode(a) for a in args[1]] if isinstance(args[1], (list, tuple)) else []
+    if not argv:
+        return False
+    if argv[0] == sys.executable and argv[1:3] == ["-m", "grading.aot_worker"]:
+        return True
+    try:
+        import triton
+    except ImportError:
+        return False
+    tools = Path(triton.__file__).resolve().parent / "backends" / "nvidia" / "bin"
+    return Path(argv[0]).resolve().parent == tools
+
+
 def _forbidden(event: str, args: tuple, sandbox: Path, kata: str) -> str | None:
     """Why this audit event breaks the grading rules, or None."""
     if event in _PROCESS_EVENTS:
+        if _process_allowed(event, args):
+            return None
         return "starting or signalling processes is not allowed while grading"
     if event == "open" and args and isinstance(args[0], (str, bytes, os.PathLike)):
         path = Path(os.fsdecode(args[0]))
@@ -91,6 +112,20 @@ def _install_audit_hook(sandbox: Path, kata: str, report) -> None:
                 raise PermissionError(f"grading sandbox: {why}")
 
     sys.addaudithook(hook)
+
+
+def guard_worker_process() -> None:
+    """The same rules in a helper process the tests start (grading.aot_worker runs the
+    submission's code too): installed when the environment says a grade is running."""
+    if "KATAS_GRADE_SANDBOX" not in os.environ:
+        return
+    results = open(os.environ["KATAS_GRADE_RESULTS"], "a", buffering=1)  # noqa: SIM115
+
+    def report(**record) -> None:
+        results.write(json.dumps(record) + "\n")
+
+    sandbox = Path(os.environ["KATAS_GRADE_SANDBOX"]).resolve()
+    _install_audit_hook(sandbox, os.environ["KATAS_GRADE_KATA"], report)
 
 
 class GradeReporter:
