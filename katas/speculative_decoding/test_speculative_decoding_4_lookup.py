@@ -30,8 +30,8 @@ V = 64
     [
         ([1, 2, 3, 9, 1, 2, 3], 3, 3, [9, 1, 2]),  # the 3-gram [1, 2, 3] seen before
         ([1, 2, 3, 9, 1, 2, 3], 5, 3, [9, 1, 2, 3]),  # the context ends first
-        ([5, 1, 7, 4, 1, 8, 4, 1], 2, 3, [8, 4]),  # [4, 1] twice: the most recent one wins
-        ([2, 6, 3, 2, 7, 6, 3], 2, 3, [2, 7]),  # [6, 3] beats the more recent [3] alone
+        ([4, 1, 7, 4, 1, 8, 4, 1], 2, 3, [8, 4]),  # [4, 1] twice before: the most recent wins
+        ([6, 3, 9, 5, 3, 7, 6, 3], 2, 3, [9, 5]),  # [6, 3] beats the more recent [3] alone
         ([4, 4, 4], 2, 3, [4]),  # [4, 4] at 0 ends before the last token
         ([1, 2, 3, 4], 3, 3, []),  # nothing repeats
         ([7], 3, 3, []),  # one token: nothing earlier
