@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from grading.errors import BadCall, assert_value_error
 from grading.strategies import seeds
 from grading.tolerance import assert_close
-from katas.speculative_decoding.cases import Z, g_test, outcome_distribution
+from katas.speculative_decoding.cases import SIGNIFICANCE, Z, g_test, outcome_distribution
 
 
 def probabilities(shape: tuple[int, ...], seed: int, scale: float = 1.5) -> torch.Tensor:
@@ -176,9 +176,9 @@ def test_accept_reject_output_has_the_exact_distribution(impl, name):
     g, critical, worst = g_test(samples, expected)
     assert g <= critical, (
         f"over 4000 calls with draft tokens drawn from q, the outputs do not follow the exact "
-        f"distribution (G = {g:.1f} > {critical:.1f} at significance 1e-4); worst outcome "
-        f"{worst}.\np = {p.tolist()}\nq = {q.tolist()}\nUsually: after a rejection the token "
-        "must come from max(0, p - q) normalised, not from p; acceptance is random with "
+        f"distribution (G = {g:.1f} > {critical:.1f} at significance {SIGNIFICANCE:g}); worst "
+        f"outcome {worst}.\np = {p.tolist()}\nq = {q.tolist()}\nUsually: after a rejection the "
+        "token must come from max(0, p - q) normalised, not from p; acceptance is random with "
         "probability min(1, p/q), not p >= q"
     )
 

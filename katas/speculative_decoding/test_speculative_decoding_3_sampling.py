@@ -11,7 +11,12 @@ from hypothesis import strategies as st
 
 from grading.errors import BadCall, assert_value_error
 from grading.strategies import seeds
-from katas.speculative_decoding.cases import MarkovModel, g_test, sequence_distribution
+from katas.speculative_decoding.cases import (
+    SIGNIFICANCE,
+    MarkovModel,
+    g_test,
+    sequence_distribution,
+)
 
 V, MAX_LEN = 4, 8  # four tokens: every continuation of 3 tokens can be enumerated (64 of them)
 PROMPT = [0, 3, 1]
@@ -44,9 +49,10 @@ def test_samples_follow_the_targets_own_distribution(impl, k, temperature):
     assert g <= critical, (
         f"over {RUNS} runs (k = {k}, temperature = {temperature}, {N} new tokens, vocabulary of "
         f"{V}) the continuations do not follow the target's own sampling distribution, computed "
-        f"exactly by enumeration (G = {g:.1f} > {critical:.1f} at significance 1e-4); worst "
-        f"continuation {worst}. Usually: p or q not divided by the temperature, q taken from "
-        "another row than the one the proposal was drawn from, or the acceptance rule of level 1"
+        f"exactly by enumeration (G = {g:.1f} > {critical:.1f} at significance "
+        f"{SIGNIFICANCE:g}); worst continuation {worst}. Usually: p or q not divided by the "
+        "temperature, q taken from another row than the one the proposal was drawn from, or the "
+        "acceptance rule of level 1"
     )
 
 
