@@ -4,10 +4,14 @@
 - `ScriptedModel`: a model that follows the shared contract (it reads and writes its cache like
   any other) but whose logits follow a script: the target's greedy continuation, right or wrong
   at each position as the test decides. As a target it makes a cheap model whose greedy output is
-  the script; as a draft it agrees with the target exactly as often as the test says.
+  the script; as a draft it agrees with the target exactly as often as the test says
+  (`coin_flips`: independently with probability alpha).
+- `MarkovModel`: a cheap model whose next token depends on the current one and the position,
+  for the sampling tests' thousands of runs.
 - `rounds` and `ideal_schedule`: the rounds greedy decoding goes through when the test knows
   which proposals are wrong, and the model calls the README's schedule makes for them.
-- `replay_flops`: the FLOPs of a model over a schedule of calls, with a plain cache.
+- `replay_flops`: the FLOPs of a model over a schedule of calls, with a plain cache
+  (`ListCache`); `FlopMeter` counts the FLOPs of a model's calls during a test.
 - `sequence_distribution`, `outcome_distribution`, `g_test`: exact distributions by
   enumeration and a fixed-significance G-test against them.
 - `lookup_oracle`: prompt lookup on plain Python lists.
