@@ -182,23 +182,27 @@ def bad_attention_inputs(fn: str, *, Nq: int = 5, D: int = 16) -> list[tuple[Bad
         ("q without a batch dim", r"\bq\b", (q[0], k, v)),
         ("k without a batch dim", r"\bk\b", (q, k[0], v)),
         ("v with an extra dim", r"\bv\b", (q, k, v[None])),
-        ("v shorter than k", r"\bv\b", (q, k, v[:, :, : Nk - 1])),
-        ("v with another head dim than k", r"\bv\b", (q, k, v[..., : D // 2])),
-        ("k with another head dim than q", r"\bk\b", (q, k[..., : D // 2], v[..., : D // 2])),
-        ("v with fewer kv heads than k", r"\bv\b", (q, k, v[:, :1])),
-        ("k and v of batch 1 for q of batch 2", r"\bk\b|\bB\b", (q, k[:1], v[:1])),
+        ("v shorter than k", r"\bv\b|Nk", (q, k, v[:, :, : Nk - 1])),
+        ("v with another head dim than k", r"\bv\b|\bD\b|head dim", (q, k, v[..., : D // 2])),
+        (
+            "k with another head dim than q",
+            r"\bk\b|\bD\b|head dim",
+            (q, k[..., : D // 2], v[..., : D // 2]),
+        ),
+        ("v with fewer kv heads than k", r"\bv\b|Hkv|heads", (q, k, v[:, :1])),
+        ("k and v of batch 1 for q of batch 2", r"\bk\b|\bB\b|batch", (q, k[:1], v[:1])),
         (
             "k and v of a larger batch than q",
-            r"\bk\b|\bB\b",
+            r"\bk\b|\bB\b|batch",
             (q, k[:1].expand(B + 1, -1, -1, -1), v[:1].expand(B + 1, -1, -1, -1)),
         ),
         ("H = 3 query heads for Hkv = 2", r"Hkv|heads", (q[:, :3], k, v)),
         ("H = 1 query head for Hkv = 2", r"Hkv|heads", (q[:, :1], k, v)),
-        ("k and v in float16, q in float32", r"dtype", (q, k.half(), v.half())),
-        ("v in float64, q and k in float32", r"dtype", (q, k, v.double())),
-        ("integer tensors", r"float", (q.long(), k.long(), v.long())),
-        ("empty q (Nq = 0)", r"\bq\b", (q[:, :, :0], k, v)),
-        ("empty k and v (Nk = 0)", r"\bk\b", (q, k[:, :, :0], v[:, :, :0])),
+        ("k and v in float16, q in float32", r"dtype|float", (q, k.half(), v.half())),
+        ("v in float64, q and k in float32", r"dtype|float", (q, k, v.double())),
+        ("integer tensors", r"dtype|float|int", (q.long(), k.long(), v.long())),
+        ("empty q (Nq = 0)", r"\bq\b|Nq|empty", (q[:, :, :0], k, v)),
+        ("empty k and v (Nk = 0)", r"\bk\b|\bv\b|Nk|empty", (q, k[:, :, :0], v[:, :, :0])),
     ]
     return [
         (BadCall(f"{fn}({', '.join(describe(t) for t in args)})", why, _caller(fn, args)), names)
@@ -211,7 +215,9 @@ def bad_head_dims(fn: str, *, Nq: int = 5) -> list[tuple[BadCall, str]]:
     calls = []
     for D in (8, 24, 256):
         q, k, v = AttentionCase(B=1, H=2, Hkv=1, Nq=Nq, Nk=6, D=D).tensors()
-        calls.append((bad_call(fn, (q, k, v), f"head dim {D}, not 16, 32, 64 or 128"), r"\bD\b"))
+        calls.append(
+            (bad_call(fn, (q, k, v), f"head dim {D}, not 16, 32, 64 or 128"), r"\bD\b|head dim")
+        )
     return calls
 
 

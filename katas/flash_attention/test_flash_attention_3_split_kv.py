@@ -153,7 +153,7 @@ def _bad_partials():
         ("lses with a dim too many", r"lses", (outs, lses[..., None])),
         ("lses for fewer parts than outs", r"lses", (outs, lses[:2])),
         ("lses for fewer queries than outs", r"lses", (outs, lses[..., :4])),
-        ("zero parts", r"outs", (outs[:0], lses[:0])),
+        ("zero parts", r"outs|lses|part|\bS\b", (outs[:0], lses[:0])),
     ]
     return [(bad_call("combine_partials", args, why), names) for why, names, args in table]
 
@@ -314,7 +314,7 @@ def _bad_decodes():
     q, k, v = AttentionCase(B=1, H=2, Hkv=2, Nq=3, Nk=40, D=16, seed=3).tensors()
     q1 = q[:, :, :1]
     return [
-        (bad_call("split_kv_decode", (q, k, v), "3 queries, not 1"), r"\bq\b"),
+        (bad_call("split_kv_decode", (q, k, v), "3 queries, not 1"), r"\bq\b|Nq|quer"),
         *(
             (bad_call("split_kv_decode", (q1, k, v), why, num_splits=n), "num_splits")
             for why, n in [("num_splits 0", 0), ("a negative num_splits", -2)]
