@@ -66,6 +66,7 @@ def flash_attention(
     in q's dtype. One program per (block of queries, batch x head): it loads its queries once,
     streams the keys and values of its kv head through in blocks, and writes its output once.
     Pass each tensor's own strides to the kernel: q, k and v may be views with different ones.
+    No attention work in PyTorch beside the kernel (its matrix products are counted).
     ValueError: the shared input checks (module docstring), or D not in {16, 32, 64, 128}.
     """
     # TODO(level 2): a Triton kernel with masks for partial blocks and for causality.
@@ -83,7 +84,8 @@ def flash_attention_with_lse(
 
     lse[b, h, i] = log(sum_j exp(s_ij)) over the keys query i sees (natural log), which is
     m + log(l) at the end of the loop. Returns out (B, H, Nq, D) in q's dtype and lse
-    (B, H, Nq) in float32, -inf where a query sees no key.
+    (B, H, Nq) in float32, -inf where a query sees no key. Compute lse inside the kernel:
+    PyTorch matrix products beside it (q @ k^T) are counted and fail the cost test.
     ValueError: as `flash_attention`.
     """
     # TODO(level 3): write lse from the kernel too.
@@ -119,7 +121,8 @@ def split_kv_decode(
     q (B, H, 1, D); k, v (B, Hkv, Nk, D). One query gives only B*H programs, too few to fill a
     GPU; split the keys into up to `num_splits` ranges (any num_splits >= 1, also more than Nk),
     compute a partial result and its lse for each range in parallel (in float32), then merge
-    them with `combine_partials`. Returns (B, H, 1, D) in q's dtype.
+    them with `combine_partials`; the attention work stays in the kernel (no q @ k^T in
+    PyTorch). Returns (B, H, 1, D) in q's dtype.
     ValueError: the shared input checks (module docstring), D not in {16, 32, 64, 128}, q with
     other than one query, or num_splits < 1.
     """

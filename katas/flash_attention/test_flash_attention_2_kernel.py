@@ -13,6 +13,7 @@ import torch
 from hypothesis import example, given
 
 from grading.attention import AttentionCase
+from grading.cost import count_flops
 from grading.devices import float_dtypes
 from grading.errors import assert_value_error
 from grading.tolerance import assert_close
@@ -135,6 +136,17 @@ def test_flash_attention_leaves_its_inputs_alone(impl):
     impl.flash_attention(q, k, v, causal=True)
     for name, t, original in zip("qkv", (q, k, v), before, strict=True):
         assert torch.equal(t, original), f"flash_attention modified its input {name}"
+
+
+def test_flash_attention_leaves_no_attention_work_to_pytorch(impl):
+    case = AttentionCase(B=1, H=2, Hkv=1, Nq=33, Nk=40, D=16, causal=True, seed=9)
+    q, k, v = case.tensors()
+    _, flops = count_flops(impl.flash_attention, q, k, v, causal=True)
+    attention = 4 * case.B * case.H * case.Nq * case.Nk * case.D
+    assert flops < attention / 100, (
+        f"flash_attention ran {flops} FLOPs of PyTorch matrix products (the attention itself "
+        f"is {attention}): the whole attention belongs inside the kernel"
+    )
 
 
 BAD_CALLS = [*bad_attention_inputs("flash_attention"), *bad_head_dims("flash_attention")]

@@ -8,6 +8,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from grading.attention import AttentionCase
+from grading.cost import count_flops
 from grading.devices import default_device, float_dtypes
 from grading.errors import assert_value_error
 from grading.oracles import attention_oracle, log_sum_exp_oracle
@@ -196,11 +197,10 @@ def test_flash_attention_with_lse_returns_the_log_sum_exp(impl, case):
 def test_flash_attention_with_lse_over_long_and_extreme_scores(impl, dtype):
     far = AttentionCase(B=1, H=2, Hkv=1, Nq=18, Nk=37, D=16, causal=True, dtype=dtype, seed=5)
     long = AttentionCase(B=1, H=1, Hkv=1, Nq=16, Nk=LONG_NK, D=16, dtype=dtype, scale=0.3)
-    for what, (q, k, v) in [
-        ("every score about -200", scores_far_below_zero(far)),
-        (f"{LONG_NK} keys of near-equal weight", long.tensors()),
+    for what, (q, k, v), causal in [
+        ("every score about -200, strided", strided(*scores_far_below_zero(far)), True),
+        (f"{LONG_NK} keys of near-equal weight", long.tensors(), False),
     ]:
-        causal = what.startswith("every")
         out, lse = impl.flash_attention_with_lse(q, k, v, causal=causal)
         hint = (
             f"with {what}: subtract the running max before exp2 and keep m and l in float32 "
@@ -218,6 +218,23 @@ def test_lse_is_float32_on_the_default_device(impl):
         f"got {tuple(lse.shape)} {lse.dtype}"
     )
     assert lse.device == q.device, f"lse must be on q's device {q.device}, got {lse.device}"
+
+
+@pytest.mark.parametrize(
+    ("fn", "Nq", "Nk"),
+    [("flash_attention_with_lse", 33, 40), ("split_kv_decode", 1, 200)],
+    ids=["flash_attention_with_lse", "split_kv_decode"],
+)
+def test_level_3_leaves_no_attention_work_to_pytorch(impl, fn, Nq, Nk):
+    case = AttentionCase(B=1, H=2, Hkv=1, Nq=Nq, Nk=Nk, D=16, seed=9)
+    q, k, v = case.tensors()
+    _, flops = count_flops(getattr(impl, fn), q, k, v)
+    attention = 4 * case.B * case.H * Nq * Nk * case.D
+    assert flops < attention / 100, (
+        f"{fn} ran {flops} FLOPs of PyTorch matrix products beside its kernel (the attention "
+        f"itself is {attention}): scores, lse and partial results belong inside the kernel "
+        "(lse = m + ln l from the kernel's own loop)"
+    )
 
 
 BAD_LSE_CALLS = [
