@@ -345,6 +345,8 @@ def combine_partials(outs: torch.Tensor, lses: torch.Tensor) -> tuple[torch.Tens
             f"outs must be (S, B, H, Nq, D) and lses (S, B, H, Nq), got {tuple(outs.shape)} "
             f"and {tuple(lses.shape)}"
         )
+    if outs.shape[0] == 0:
+        raise ValueError(f"outs must hold at least one part, got shape {tuple(outs.shape)}")
     lses = lses.float()
     m = lses.amax(dim=0)  # (B, H, Nq), -inf where every part is empty
     m_safe = m.masked_fill(m == float("-inf"), 0.0)

@@ -9,8 +9,16 @@ Conventions for every function:
   key/value head h // (H // Hkv) (grouped-query attention);
 - causal masking is aligned bottom-right: query i sees keys j <= i + Nk - Nq; a query that sees
   no key returns zeros, never NaN;
-- sm_scale defaults to 1 / sqrt(D); outputs have q's dtype; every sum runs in float32;
-- inputs are never modified; wrong ranks, mismatched shapes or H % Hkv != 0 raise ValueError.
+- sm_scale defaults to 1 / sqrt(D) when it is None (0.0 is a scale like any other);
+- inputs come in float32, float16 or bfloat16 (not on Triton's interpreter), possibly as
+  non-contiguous views; outputs have q's dtype; scores, exponentials and every sum run in
+  float32, also over thousands of keys and for scores in the hundreds (subtract the running max);
+- inputs are never modified.
+
+Every function raises ValueError, naming the argument or size at fault, before any work when:
+q, k or v is not 4-D or has a size 0; k and v differ in shape; q and k differ in batch size B
+(no broadcasting) or head dim D; H is not a multiple of Hkv; q, k and v do not share one
+floating-point dtype. The README's "Errors" section lists each function's own cases too.
 """
 
 from __future__ import annotations
@@ -39,9 +47,10 @@ def tiled_attention(
         m     = m_new
 
     and at the end return acc / l. Never build an (Nq, Nk) tensor.
+    ValueError: the shared input checks (module docstring), or block_size < 1.
     """
-    # TODO level 1: the online softmax over key blocks, in plain PyTorch.
-    raise NotImplementedError("not implemented yet — start with katas/flash_attention/README.md")
+    # TODO(level 1): the online softmax over key blocks, in plain PyTorch.
+    raise NotImplementedError("level 1: tiled_attention is not implemented yet")
 
 
 def flash_attention(
@@ -56,9 +65,12 @@ def flash_attention(
     q (B, H, Nq, D); k, v (B, Hkv, Nk, D) with D in {16, 32, 64, 128}. Returns (B, H, Nq, D)
     in q's dtype. One program per (block of queries, batch x head): it loads its queries once,
     streams the keys and values of its kv head through in blocks, and writes its output once.
+    Pass each tensor's own strides to the kernel: q, k and v may be views with different ones.
+    No attention work in PyTorch beside the kernel (its matrix products are counted).
+    ValueError: the shared input checks (module docstring), or D not in {16, 32, 64, 128}.
     """
-    # TODO level 2: a Triton kernel with masks for partial blocks and for causality.
-    raise NotImplementedError("not implemented yet — start with katas/flash_attention/README.md")
+    # TODO(level 2): a Triton kernel with masks for partial blocks and for causality.
+    raise NotImplementedError("level 2: flash_attention is not implemented yet")
 
 
 def flash_attention_with_lse(
@@ -72,26 +84,29 @@ def flash_attention_with_lse(
 
     lse[b, h, i] = log(sum_j exp(s_ij)) over the keys query i sees (natural log), which is
     m + log(l) at the end of the loop. Returns out (B, H, Nq, D) in q's dtype and lse
-    (B, H, Nq) in float32, -inf where a query sees no key.
+    (B, H, Nq) in float32, -inf where a query sees no key. Compute lse inside the kernel:
+    PyTorch matrix products beside it (q @ k^T) are counted and fail the cost test.
+    ValueError: as `flash_attention`.
     """
-    # TODO level 3: write lse from the kernel too.
-    raise NotImplementedError("not implemented yet — start with katas/flash_attention/README.md")
+    # TODO(level 3): write lse from the kernel too.
+    raise NotImplementedError("level 3: flash_attention_with_lse is not implemented yet")
 
 
 def combine_partials(outs: torch.Tensor, lses: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Merge attention results over S disjoint key sets into the result over their union.
 
-    outs (S, B, H, Nq, D) and lses (S, B, H, Nq): part s is attention over key set s alone.
-    The online softmax once more, over parts instead of keys: with m = max_s lses[s] and
-    w_s = exp(lses[s] - m),
+    outs (S, B, H, Nq, D) and lses (S, B, H, Nq), in any floating dtype: part s is attention
+    over key set s alone. The online softmax once more, over parts instead of keys, in float32:
+    with m = max_s lses[s] and w_s = exp(lses[s] - m),
 
         out = sum_s w_s outs[s] / sum_s w_s        lse = m + log(sum_s w_s)
 
-    A part that saw no key (lse -inf) weighs nothing. Returns out (B, H, Nq, D) and lse
-    (B, H, Nq), both float32.
+    A part that saw no key (lse -inf) weighs nothing; a query that no part saw gets zeros and
+    lse -inf. Returns out (B, H, Nq, D) and lse (B, H, Nq), both float32.
+    ValueError: outs not 5-D, lses not of shape outs.shape[:4], or no parts (S == 0).
     """
-    # TODO level 3: merge partial results through their log-sum-exp.
-    raise NotImplementedError("not implemented yet — start with katas/flash_attention/README.md")
+    # TODO(level 3): merge partial results through their log-sum-exp.
+    raise NotImplementedError("level 3: combine_partials is not implemented yet")
 
 
 def split_kv_decode(
@@ -104,9 +119,12 @@ def split_kv_decode(
     """Attention of one new query per sequence over a long cache, the keys split across programs.
 
     q (B, H, 1, D); k, v (B, Hkv, Nk, D). One query gives only B*H programs, too few to fill a
-    GPU; split the keys into up to `num_splits` ranges, compute a partial result and its lse
-    for each range in parallel (in float32), then merge them with `combine_partials`.
-    Returns (B, H, 1, D) in q's dtype; ValueError unless q holds exactly one query.
+    GPU; split the keys into up to `num_splits` ranges (any num_splits >= 1, also more than Nk),
+    compute a partial result and its lse for each range in parallel (in float32), then merge
+    them with `combine_partials`; the attention work stays in the kernel (no q @ k^T in
+    PyTorch). Returns (B, H, 1, D) in q's dtype.
+    ValueError: the shared input checks (module docstring), D not in {16, 32, 64, 128}, q with
+    other than one query, or num_splits < 1.
     """
-    # TODO level 3: partial results over key ranges, merged through their lse.
-    raise NotImplementedError("not implemented yet — start with katas/flash_attention/README.md")
+    # TODO(level 3): partial results over key ranges, merged through their lse.
+    raise NotImplementedError("level 3: split_kv_decode is not implemented yet")

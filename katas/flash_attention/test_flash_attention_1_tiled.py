@@ -7,15 +7,20 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from grading.attention import AttentionCase
 from grading.cost import largest_tensor
 from grading.devices import float_dtypes
+from grading.errors import assert_value_error
 from grading.tolerance import assert_close
-from katas.flash_attention.flash_attention_cases import (
+from katas.flash_attention.cases import (
+    LONG_NK,
     MODERATE_SCALES,
-    AttentionCase,
     attention_cases,
+    bad_attention_inputs,
+    bad_call,
     check_attention,
-    shape_errors,
+    scores_far_below_zero,
+    strided,
 )
 
 BLOCK = 8  # the block sizes drawn below sit around this one
@@ -24,37 +29,79 @@ MODERATE_CASES = attention_cases(
     max_len=40, block=BLOCK, head_dims=(4, 16), dtypes=float_dtypes(), scales=MODERATE_SCALES
 )
 BLOCK_SIZES = st.sampled_from([1, BLOCK - 1, BLOCK, BLOCK + 1, 64])
+HINT = (
+    "check the rescaling by exp(m_old - m_new) of both the running sum and the accumulator, "
+    "the causal offset Nk - Nq, the last partial key block, the kv head h // (H // Hkv), and "
+    "that sm_scale=0.0 is a scale (not the default)"
+)
 
 
 @given(case=CASES, block_size=BLOCK_SIZES)
 @example(  # scores in the hundreds, several key blocks, GQA, Nq != Nk, partial last block
-    case=AttentionCase(1, 4, 2, 13, 29, 16, False, None, torch.float16, 8.0, 0), block_size=8
+    case=AttentionCase(B=1, H=4, Hkv=2, Nq=13, Nk=29, D=16, dtype=torch.float16, scale=8.0, seed=0),
+    block_size=8,
 )
 @example(  # causal with more queries than keys: the first 12 queries see nothing
-    case=AttentionCase(2, 2, 1, 29, 17, 4, True, 0.3, torch.float32, 1.0, 1), block_size=5
+    case=AttentionCase(B=2, H=2, Hkv=1, Nq=29, Nk=17, D=4, causal=True, sm_scale=0.3, seed=1),
+    block_size=5,
 )
+@example(  # sm_scale=0.0: every weight is equal, the output is the mean of the visible values
+    case=AttentionCase(B=1, H=2, Hkv=1, Nq=7, Nk=19, D=16, causal=True, sm_scale=0.0, seed=2),
+    block_size=8,
+)
+@example(  # bfloat16, one key block larger than all the keys
+    case=AttentionCase(B=2, H=3, Hkv=3, Nq=9, Nk=5, D=32, dtype=torch.bfloat16, scale=3.0, seed=3),
+    block_size=64,
+)  # fmt: skip
 def test_tiled_attention_matches_oracle(impl, case, block_size):
     q, k, v = case.tensors()
     out = impl.tiled_attention(q, k, v, block_size=block_size, **case.options)
+    check_attention(out, q, k, v, **case.options, hint=HINT)
+
+
+@pytest.mark.parametrize("dtype", float_dtypes(), ids=str)
+@pytest.mark.parametrize("block_size", [16, 64])
+def test_tiled_attention_keeps_float32_sums_over_long_sequences(impl, dtype, block_size):
+    # Near-equal weights over thousands of keys: the running sum l grows into the thousands.
+    case = AttentionCase(B=1, H=2, Hkv=1, Nq=3, Nk=2 * LONG_NK, D=4, dtype=dtype, scale=0.5)
+    q, k, v = case.tensors()
+    v = v + 3.0  # an output far from zero, so that a relative error in l shows in full
+    out = impl.tiled_attention(q, k, v, block_size=block_size)
     check_attention(
-        out, q, k, v, **case.options,
-        hint="check the rescaling by exp(m_old - m_new) of both the running sum and the "
-        "accumulator, the causal offset Nk - Nq, the last partial key block, and the kv head "
-        "h // (H // Hkv)",
+        out, q, k, v, causal=False, sm_scale=None,
+        hint=f"right at short lengths but not over {case.Nk} keys: a precision failure. A "
+        f"running sum or accumulator kept in {dtype} stops growing once it is large (float16 "
+        "steps by 4 above 4096); keep m, l and acc in float32 and cast only the result",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", float_dtypes(), ids=str)
+def test_tiled_attention_survives_scores_far_below_zero(impl, dtype):
+    case = AttentionCase(B=1, H=2, Hkv=2, Nq=9, Nk=37, D=16, causal=True, dtype=dtype, seed=7)
+    q, k, v = scores_far_below_zero(case)
+    out = impl.tiled_attention(q, k, v, causal=True, block_size=8)
+    check_attention(
+        out, q, k, v, causal=True, sm_scale=None,
+        hint="every score here is about -200, where exp(score) is 0 in float32: subtract the "
+        "running max before exp, so the largest weight of each query is exactly 1",
     )  # fmt: skip
 
 
 @pytest.mark.parametrize("causal", [False, True])
-def test_tiled_attention_never_builds_the_score_matrix(impl, figures, causal):
-    B, H, Hkv, N, D, block_size = 1, 2, 1, 96, 16, 16
-    q, k, v = AttentionCase(B, H, Hkv, N, N, D, causal, None, torch.float32, 1.0, 3).tensors()
+@pytest.mark.parametrize(
+    ("Nq", "Nk", "D"), [(96, 96, 16), (16, 2048, 4)], ids=["square", "long-keys"]
+)
+def test_tiled_attention_never_builds_the_score_matrix(impl, figures, causal, Nq, Nk, D):
+    block_size = 16
+    case = AttentionCase(B=1, H=2, Hkv=1, Nq=Nq, Nk=Nk, D=D, causal=causal, seed=3)
+    q, k, v = case.tensors()
     _, biggest = largest_tensor(impl.tiled_attention, q, k, v, causal=causal, block_size=block_size)
     figures.record(
-        "largest tensor / one head's score matrix", biggest.numel / (N * N), "x",
-        causal=causal, N=N, block_size=block_size,
+        "largest tensor / one head's score matrix", biggest.numel / (Nq * Nk), "x",
+        causal=causal, Nq=Nq, Nk=Nk, block_size=block_size,
     )  # fmt: skip
-    assert biggest.numel < N * N, (
-        f"tiled_attention made a tensor of {biggest}, as big as a score matrix of {N} x {N}; "
+    assert biggest.numel < Nq * Nk, (
+        f"tiled_attention made a tensor of {biggest}, as big as a score matrix of {Nq} x {Nk}; "
         f"work through the keys {block_size} at a time and keep only (B, H, Nq, block_size) "
         "scores alive"
     )
@@ -108,8 +155,19 @@ def test_tiled_attention_ignores_the_order_of_keys(impl, case, perm_seed):
     )  # fmt: skip
 
 
+def test_tiled_attention_reads_strided_inputs(impl):
+    case = AttentionCase(B=2, H=4, Hkv=2, Nq=19, Nk=33, D=16, causal=True, seed=8)
+    q, k, v = strided(*case.tensors())
+    out = impl.tiled_attention(q, k, v, causal=True, block_size=8)
+    check_attention(
+        out, q, k, v, causal=True, sm_scale=None,
+        hint="q, k and v are non-contiguous views, and k and v have different strides: use "
+        "reshape (not view) and index each tensor by itself",
+    )  # fmt: skip
+
+
 def test_tiled_attention_gives_zeros_where_a_query_sees_no_key(impl):
-    case = AttentionCase(1, 2, 2, 20, 7, 16, True, None, torch.float32, 3.0, 4)
+    case = AttentionCase(B=1, H=2, Hkv=2, Nq=20, Nk=7, D=16, causal=True, scale=3.0, seed=4)
     q, k, v = case.tensors()
     out = impl.tiled_attention(q, k, v, causal=True, block_size=4)
     assert not torch.isnan(out).any(), (
@@ -123,16 +181,25 @@ def test_tiled_attention_gives_zeros_where_a_query_sees_no_key(impl):
 
 
 def test_tiled_attention_leaves_its_inputs_alone(impl):
-    q, k, v = AttentionCase(1, 4, 2, 9, 11, 16, True, None, torch.float32, 1.0, 5).tensors()
+    case = AttentionCase(B=1, H=4, Hkv=2, Nq=9, Nk=11, D=16, causal=True, seed=5)
+    q, k, v = case.tensors()
     before = [t.clone() for t in (q, k, v)]
     impl.tiled_attention(q, k, v, causal=True, sm_scale=0.5, block_size=4)
     for name, t, original in zip("qkv", (q, k, v), before, strict=True):
         assert torch.equal(t, original), f"tiled_attention modified its input {name} in place"
 
 
-def test_tiled_attention_refuses_mismatched_shapes(impl):
-    q, k, v = AttentionCase(2, 4, 2, 5, 6, 16, False, None, torch.float32, 1.0, 6).tensors()
-    for what, args in shape_errors(q, k, v):
-        with pytest.raises(ValueError):
-            impl.tiled_attention(*args)
-            pytest.fail(f"tiled_attention accepted {what}; raise a ValueError naming the problem")
+def _bad_block_sizes():
+    q, k, v = AttentionCase(B=1, H=2, Hkv=1, Nq=5, Nk=6, D=16).tensors()
+    return [
+        (bad_call("tiled_attention", (q, k, v), why, block_size=n), "block_size")
+        for why, n in [("block_size 0", 0), ("a negative block_size", -16)]
+    ]
+
+
+BAD_CALLS = [*bad_attention_inputs("tiled_attention"), *_bad_block_sizes()]
+
+
+@pytest.mark.parametrize(("bad", "names"), BAD_CALLS, ids=[str(bad) for bad, _ in BAD_CALLS])
+def test_tiled_attention_refuses_bad_inputs(impl, bad, names):
+    assert_value_error(bad, impl, match=names)

@@ -2,8 +2,8 @@
 
 Skipped without CUDA; on a GPU machine `python3 -m grading.gpu_check` runs them with the
 reference (`--impl` picks another file). Speeds are TFLOP/s with 4·B·H·N²·D FLOPs (halved when
-causal), timed with `triton.testing.do_bench` after a warm-up call, and judged only as ratios to
-baselines measured in the same run:
+causal), timed with `grading.attention.bench` (median of `triton.testing.do_bench` after a warm-up
+call), and judged only as ratios to baselines measured in the same run:
 
 - at N >= 4096 and D = 128, at least 0.8x PyTorch's scaled_dot_product_attention;
 - at least 3x naive attention that materialises the scores (timed up to N = 4096 only: at
@@ -19,7 +19,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from katas.flash_attention.flash_attention_cases import AttentionCase, check_attention
+from grading.attention import AttentionCase, bench, causal_mask
+from grading.oracles import log_sum_exp_oracle
+from grading.tolerance import assert_close
+from katas.flash_attention.cases import check_attention
 
 pytestmark = pytest.mark.gpu
 
@@ -36,15 +39,6 @@ def gpu_randn(*shape: int, seed: int, dtype: torch.dtype = torch.bfloat16) -> to
     return torch.randn(shape, generator=gen, device="cuda", dtype=dtype)
 
 
-def bench_ms(fn) -> float:
-    """Mean milliseconds per call after a warm-up call (compilation, autotuning, caches)."""
-    import triton.testing  # only on a GPU machine; the interpreter is never timed
-
-    fn()
-    torch.cuda.synchronize()
-    return float(triton.testing.do_bench(fn))
-
-
 def tflops(N: int, D: int, causal: bool, ms: float) -> float:
     flops = 4 * B * H * N * N * D / (2 if causal else 1)
     return flops / (ms * 1e-3) / 1e12
@@ -54,19 +48,23 @@ def naive_attention(q, k, v, causal: bool):
     """The textbook version: the whole (B, H, N, N) score matrix, written and read in HBM."""
     scores = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(q.shape[-1]))  # (B, H, N, N)
     if causal:
-        N = q.shape[2]
-        hidden = torch.ones(N, N, dtype=torch.bool, device=q.device).triu(1)
-        scores = scores.masked_fill(hidden, float("-inf"))
+        scores = scores.masked_fill(~causal_mask(q.shape[2], k.shape[2], q.device), float("-inf"))
     return torch.softmax(scores.float(), dim=-1).to(q.dtype) @ v
 
 
 GPU_CASES = [  # lengths around the 128 x 64 tiles, GQA, unequal lengths, every head dim
-    AttentionCase(1, 4, 2, 300, 300, 64, True, None, torch.bfloat16, 1.0, 0),
-    AttentionCase(2, 8, 2, 1, 1000, 128, True, None, torch.bfloat16, 1.0, 1),
-    AttentionCase(1, 4, 4, 257, 130, 128, True, None, torch.float16, 8.0, 2),
-    AttentionCase(1, 2, 1, 129, 511, 32, False, 0.3, torch.float16, 3.0, 3),
-    AttentionCase(1, 6, 3, 200, 77, 16, True, None, torch.bfloat16, 1.0, 4),
-    AttentionCase(1, 2, 1, 100, 150, 128, True, None, torch.float32, 1.0, 5),
+    AttentionCase(B=1, H=4, Hkv=2, Nq=300, Nk=300, D=64, causal=True, dtype=torch.bfloat16, seed=0),
+    AttentionCase(B=2, H=8, Hkv=2, Nq=1, Nk=1000, D=128, causal=True, dtype=torch.bfloat16, seed=1),
+    AttentionCase(
+        B=1, H=4, Hkv=4, Nq=257, Nk=130, D=128, causal=True, dtype=torch.float16, scale=8.0, seed=2
+    ),
+    AttentionCase(
+        B=1, H=2, Hkv=1, Nq=129, Nk=511, D=32, sm_scale=0.3, dtype=torch.float16, scale=3.0, seed=3
+    ),
+    AttentionCase(B=1, H=6, Hkv=3, Nq=200, Nk=77, D=16, causal=True, dtype=torch.bfloat16, seed=4),
+    AttentionCase(B=1, H=2, Hkv=1, Nq=100, Nk=150, D=128, causal=True, seed=5),
+    AttentionCase(B=1, H=2, Hkv=1, Nq=64, Nk=20000, D=64, dtype=torch.bfloat16, seed=6),  # long
+    AttentionCase(B=1, H=2, Hkv=2, Nq=70, Nk=90, D=64, sm_scale=0.0, dtype=torch.float16, seed=7),
 ]
 
 
@@ -78,10 +76,32 @@ def test_flash_attention_matches_oracle_on_the_gpu(impl, case):
 
 
 def test_split_kv_decode_matches_oracle_on_the_gpu(impl):
-    case = AttentionCase(2, 8, 2, 1, 5000, 128, False, None, torch.bfloat16, 1.0, 6)
+    case = AttentionCase(B=2, H=8, Hkv=2, Nq=1, Nk=5000, D=128, dtype=torch.bfloat16, seed=6)
     q, k, v = case.tensors(torch.device("cuda"))
     out = impl.split_kv_decode(q, k, v, num_splits=8)
     check_attention(out, q, k, v, causal=False, sm_scale=None, hint="split-KV decoding on the GPU")
+
+
+@pytest.mark.parametrize("num_splits", [1, 7, 64, 10000])
+def test_split_kv_decode_num_splits_on_the_gpu(impl, num_splits):
+    case = AttentionCase(B=1, H=4, Hkv=1, Nq=1, Nk=3001, D=64, dtype=torch.float16, seed=8)
+    q, k, v = case.tensors(torch.device("cuda"))
+    out = impl.split_kv_decode(q, k, v, num_splits=num_splits)
+    check_attention(
+        out, q, k, v, causal=False, sm_scale=None, hint=f"num_splits={num_splits} on the GPU"
+    )
+
+
+@pytest.mark.parametrize("case", GPU_CASES[:3], ids=lambda c: f"N{c.Nq}x{c.Nk}-D{c.D}-{c.dtype}")
+def test_flash_attention_with_lse_on_the_gpu(impl, case):
+    q, k, v = case.tensors(torch.device("cuda"))
+    out, lse = impl.flash_attention_with_lse(q, k, v, **case.options)
+    check_attention(out, q, k, v, **case.options, hint="flash_attention_with_lse on the GPU")
+    expected = log_sum_exp_oracle(q, k, **case.options)
+    assert lse.dtype == torch.float32, f"lse must be float32, got {lse.dtype}"
+    assert torch.equal(torch.isneginf(lse).cpu(), torch.isneginf(expected))
+    seen = ~torch.isneginf(expected)
+    assert_close(lse.cpu()[seen], expected[seen], dtype=torch.float32, name="lse")
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -90,15 +110,15 @@ def test_split_kv_decode_matches_oracle_on_the_gpu(impl):
 def test_flash_attention_speed(impl, figures, N, D, causal, dtype):
     q, k, v = (gpu_randn(B, H, N, D, seed=s, dtype=dtype) for s in range(3))
     context = dict(B=B, H=H, N=N, D=D, causal=causal, dtype=str(dtype).removeprefix("torch."))
-    ours = tflops(N, D, causal, bench_ms(lambda: impl.flash_attention(q, k, v, causal=causal)))
-    sdpa_ms = bench_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
+    ours = tflops(N, D, causal, bench(lambda: impl.flash_attention(q, k, v, causal=causal)))
+    sdpa_ms = bench(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
     sdpa = tflops(N, D, causal, sdpa_ms)
     figures.record("flash_attention", ours, "TFLOP/s", **context)
     figures.record("torch SDPA", sdpa, "TFLOP/s", **context)
     figures.record("flash_attention / SDPA", ours / sdpa, "x", **context)
     naive = None
     if N <= NAIVE_MAX_N:
-        naive = tflops(N, D, causal, bench_ms(lambda: naive_attention(q, k, v, causal)))
+        naive = tflops(N, D, causal, bench(lambda: naive_attention(q, k, v, causal)))
         figures.record("naive attention", naive, "TFLOP/s", **context)
         figures.record("flash_attention / naive", ours / naive, "x", **context)
     if N >= 4096 and D == 128:
@@ -116,8 +136,8 @@ def test_split_kv_decode_speed(impl, figures):
     Bd, Hd, Hkv, Nk, D = 4, 32, 8, 32768, 128
     q = gpu_randn(Bd, Hd, 1, D, seed=7)
     k, v = (gpu_randn(Bd, Hkv, Nk, D, seed=s) for s in (8, 9))
-    one = bench_ms(lambda: impl.flash_attention(q, k, v))
-    split = bench_ms(lambda: impl.split_kv_decode(q, k, v, num_splits=16))
+    one = bench(lambda: impl.flash_attention(q, k, v))
+    split = bench(lambda: impl.split_kv_decode(q, k, v, num_splits=16))
     gbytes = 2 * k.numel() * k.element_size() / 1e9  # the cache is read once either way
     context = dict(B=Bd, H=Hd, Hkv=Hkv, Nk=Nk, D=D, dtype="bfloat16")
     figures.record("decode, one program per head", gbytes / (one * 1e-3), "GB/s", **context)
