@@ -131,6 +131,10 @@ def test_update_returns_everything_appended(
             k = randn((batch_size, Hkv, T, head_dim), seed=s, dtype=dtype)
             v = randn((batch_size, Hkv, T, head_dim), seed=s + 1, dtype=dtype)
             k_all, v_all = cache.update(layer, k, v)
+            assert cache.seq_len == sum(chunks[: step + 1]), (
+                f"after layer {layer} took chunk {step}, seq_len should count layer 0's tokens, "
+                f"{sum(chunks[: step + 1])}; got {cache.seq_len}"
+            )
             written[layer][0].append(k)
             written[layer][1].append(v)
             want_k, want_v = (torch.cat(parts, dim=2) for parts in written[layer])

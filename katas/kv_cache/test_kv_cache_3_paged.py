@@ -111,7 +111,12 @@ def test_pool_holds_the_tokens_where_the_block_table_says(impl):
         f"shape [{num_blocks}, {HKV}, {bs}, {D}]), it holds {held_bytes(cache)}"
     )
     given_kv = {}
-    for step, (seq, T) in enumerate([("a", 2), ("b", 4), ("a", 3), ("c", 1), ("b", 2), ("a", 1)]):
+    ops = [("a", 2), ("b", 4), ("c", 1), ("d", 3), ("b", 0), ("c", 5), ("a", 3), ("d", 1)]
+    for step, (seq, T) in enumerate(ops):  # T = 0: free the sequence, its blocks to be reused
+        if T == 0:
+            cache.free(seq)
+            del given_kv[seq]
+            continue
         k = randn((HKV, T, D), seed=step, dtype=torch.float64)
         v = randn((HKV, T, D), seed=50 + step, dtype=torch.float64)
         cache.append(seq, k, v)
