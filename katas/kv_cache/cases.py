@@ -12,6 +12,8 @@ from grading.strategies import gqa_heads, lengths, seeds
 
 # The dtypes a cache may hold in these tests (CPU-friendly, every width from 8 bytes to 2).
 FLOAT_DTYPES = [torch.float64, torch.float32, torch.float16, torch.bfloat16]
+# What a cache may also store: the 8-bit types of quantised caches.
+STORAGE_DTYPES = FLOAT_DTYPES + [torch.float8_e4m3fn, torch.float8_e5m2, torch.int8, torch.uint8]
 # Every dtype torch defines: wherever a function takes a dtype, it must take any of them.
 EVERY_DTYPE = sorted(
     {value for value in vars(torch).values() if isinstance(value, torch.dtype)}, key=str

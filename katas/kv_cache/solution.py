@@ -35,7 +35,8 @@ class KVCache:
     """Keys and values of every layer, preallocated for `max_seq_len` tokens.
 
     Holds exactly kv_cache_bytes(n_layers, n_kv_heads, head_dim, max_seq_len, batch_size, dtype)
-    bytes of tensors, from construction on, however much is appended.
+    bytes of tensors, from construction on, however much is appended. dtype: a float type, or an
+    8-bit one of quantised caches (int8, uint8, float8_e4m3fn, float8_e5m2), stored bit for bit.
 
     ValueError (naming the argument) when n_layers, batch_size, n_kv_heads, head_dim or
     max_seq_len is not a positive int, or when dtype is not a torch.dtype.
@@ -123,9 +124,10 @@ class PagedKVCache:
     """One layer's keys and values in fixed-size blocks drawn from a shared pool.
 
     Attributes k_pool, v_pool: the pool, (num_blocks, n_kv_heads, block_size, head_dim) each, in
-    `dtype`; the cache holds no other tensor. Each sequence owns a block table, a list of physical
-    block numbers: its token t lives in k_pool[table[t // block_size], :, t % block_size]. A
-    sequence takes a block from the pool only when it needs one, and `free` gives them all back.
+    `dtype` (a float or 8-bit type, as for KVCache); the cache holds no other tensor. Each
+    sequence owns a block table, a list of physical block numbers: its token t lives in
+    k_pool[table[t // block_size], :, t % block_size]. A sequence takes a block from the pool
+    only when it needs one, and `free` gives them all back.
 
     ValueError (naming the argument) when num_blocks, block_size, n_kv_heads or head_dim is not a
     positive int, or when dtype is not a torch.dtype.

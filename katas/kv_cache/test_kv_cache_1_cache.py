@@ -17,6 +17,7 @@ from grading.tolerance import assert_close, assert_error_within
 from katas.kv_cache.cases import (
     EVERY_DTYPE,
     FLOAT_DTYPES,
+    STORAGE_DTYPES,
     model_setups,
     strided_like,
     tiny_model,
@@ -151,6 +152,27 @@ def test_update_returns_everything_appended(
                 f"layer {layer}: v_all differs from the values appended"
             )
     assert cache.seq_len == total
+
+
+@pytest.mark.parametrize("dtype", STORAGE_DTYPES, ids=str)
+def test_cache_in_every_storage_dtype(impl, dtype):
+    """The float types and the 8-bit types of quantised caches: stored bit for bit."""
+    B, Hkv, D, S = 2, 2, 4, 7
+    cache = impl.KVCache(2, B, Hkv, D, S, dtype=dtype)
+    expected = impl.kv_cache_bytes(2, Hkv, D, S, B, dtype)
+    assert held_bytes(cache) == expected, (
+        f"a {dtype} cache should hold {expected} bytes, it holds {held_bytes(cache)}: allocate "
+        "in the dtype asked for"
+    )
+    k = randn((B, Hkv, S, D), seed=1, scale=50.0).to(dtype)
+    v = randn((B, Hkv, S, D), seed=2, scale=50.0).to(dtype)
+    for layer in range(2):
+        cache.update(layer, k[:, :, :3], v[:, :, :3])
+        k_all, v_all = cache.update(layer, k[:, :, 3:], v[:, :, 3:])
+        assert k_all.dtype == dtype and torch.equal(k_all, k) and torch.equal(v_all, v), (
+            f"layer {layer}: a {dtype} cache should give back exactly the {dtype} keys and "
+            f"values appended, got {k_all.dtype}"
+        )
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)

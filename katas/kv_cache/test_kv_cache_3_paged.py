@@ -17,7 +17,7 @@ from grading.errors import BadCall, assert_value_error
 from grading.oracles import attention_oracle
 from grading.strategies import gqa_heads, randn, seeds
 from grading.tolerance import assert_close
-from katas.kv_cache.cases import FLOAT_DTYPES, strided_like
+from katas.kv_cache.cases import FLOAT_DTYPES, STORAGE_DTYPES, strided_like
 
 HKV, D = 2, 4
 
@@ -206,7 +206,7 @@ def test_running_out_of_blocks_is_a_clear_error(impl):
     assert cache.num_free_blocks == 2
 
 
-@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+@pytest.mark.parametrize("dtype", STORAGE_DTYPES, ids=str)
 def test_paged_cache_in_every_dtype(impl, dtype):
     num_blocks, bs = 6, 2
     cache = impl.PagedKVCache(num_blocks, bs, HKV, D, dtype=dtype)
@@ -214,8 +214,8 @@ def test_paged_cache_in_every_dtype(impl, dtype):
         f"a {dtype} pool of {num_blocks} blocks holds {pool_bytes(num_blocks, bs, dtype)} bytes; "
         f"this one holds {held_bytes(cache)}: allocate k_pool and v_pool in `dtype`"
     )
-    k = randn((HKV, 5, D), seed=1, dtype=dtype, scale=100.0)
-    v = randn((HKV, 5, D), seed=2, dtype=dtype, scale=1e-3)
+    k = randn((HKV, 5, D), seed=1, scale=100.0).to(dtype)
+    v = randn((HKV, 5, D), seed=2, scale=0.5 if dtype.is_floating_point else 20.0).to(dtype)
     cache.append(0, k[:, :3], v[:, :3])
     cache.append(1, k, v)
     cache.append(0, k[:, 3:], v[:, 3:])
