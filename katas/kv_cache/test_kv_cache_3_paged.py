@@ -413,7 +413,7 @@ BAD_CALLS = [
         "append(0, k of 1 token, v of 2 tokens)",
         "k and v of different lengths",
         lambda impl: _cache(impl).append(0, _kv(), _kv(T=2)),
-        "v",
+        "[kv]",  # either may be named
     ),
     _bad(
         "append(0, k of 0 tokens, v of 0 tokens)",
