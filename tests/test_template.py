@@ -6,7 +6,7 @@ follows it); the scratch katas built in `tmp_path` below prove that it notices e
 The template, in short:
 - files: README.md, solution.py, optional cases.py, `test_<kata>_<n>_<level>.py` per level,
   optional `test_<kata>_gpu.py` and `test_<kata>_compile.py`, optional `__init__.py`, and
-  runnable extras (scripts with a `__main__` block that no test imports);
+  runnable extras (scripts with an `if __name__ == "__main__":` block);
 - README: `# Title`, then `## The story`, `## The task` (with `### Level N: ...` and `### Errors`),
   `## Targets`, `## Running the tests` (a `-k "<n>_<level>"` filter per level and a sentence on
   `tests/mutants/<kata>/`), `## Hints`; other `##` sections only after Hints;
@@ -59,7 +59,6 @@ def _file_problems(kata_dir: Path) -> list[str]:
         f"test_{kata}_gpu.py",
         f"test_{kata}_compile.py",
     }
-    tests_text = "\n".join(p.read_text() for p in kata_dir.glob("test_*.py"))
     for path in sorted(kata_dir.iterdir()):
         name = path.name
         if name.startswith(".") or name == "__pycache__" or name in fixed:
@@ -71,13 +70,11 @@ def _file_problems(kata_dir: Path) -> list[str]:
                     f"{name}: test files are named test_{kata}_<n>_<level>.py, "
                     f"test_{kata}_gpu.py or test_{kata}_compile.py"
                 )
-        elif path.suffix == ".py" and "__main__" in path.read_text():
-            if re.search(rf"\b{re.escape(path.stem)}\b", tests_text):
-                problems.append(
-                    f"{name}: a runnable extra that the tests import; helpers belong in cases.py"
-                )
-        else:
-            problems.append(f"{name}: not a file of the template (helpers belong in cases.py)")
+        elif not (path.suffix == ".py" and 'if __name__ == "__main__":' in path.read_text()):
+            problems.append(
+                f"{name}: not a file of the template (helpers belong in cases.py; a runnable "
+                'extra has an `if __name__ == "__main__":` block)'
+            )
     levels = sorted(level_files(kata_dir))
     if levels != list(range(1, len(levels) + 1)):
         problems.append(f"test file levels {levels} should be 1, 2, ... without gaps")
@@ -391,10 +388,7 @@ BREAKAGES = {
         "test_other_2_scale.py",
     ),
     "a gap in the test levels": (_rename("test_demo_2_scale.py", "test_demo_3_scale.py"), "gaps"),
-    "an extra the tests import": (
-        _write("test_demo_2_scale.py", "from katas.demo import experiment\n"),
-        "experiment.py",
-    ),
+    "a data file": (_write("weights.json", "{}"), "weights.json"),
     # README
     "no story": (_edit("README.md", "## The story", "## Background"), "sections"),
     "a section before the hints": (
