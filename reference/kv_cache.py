@@ -13,6 +13,11 @@ def _check_positive(**values: int) -> None:
             raise ValueError(f"{name}: expected a positive int, got {value!r}")
 
 
+def _check_dtype(dtype) -> None:
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"dtype: expected a torch.dtype, got {dtype!r}")
+
+
 # ----------------------------------------------------------------------------------------------
 # Level 1: the memory arithmetic
 
@@ -22,8 +27,9 @@ def kv_cache_bytes(n_layers, n_kv_heads, head_dim, seq_len, batch_size, dtype) -
     _check_positive(
         n_layers=n_layers, n_kv_heads=n_kv_heads, head_dim=head_dim, batch_size=batch_size
     )
-    if not isinstance(seq_len, int) or seq_len < 0:
+    if not isinstance(seq_len, int) or isinstance(seq_len, bool) or seq_len < 0:
         raise ValueError(f"seq_len: expected an int >= 0, got {seq_len!r}")
+    _check_dtype(dtype)
     per_token = 2 * n_layers * n_kv_heads * head_dim * dtype.itemsize  # 2: one key and one value
     return per_token * seq_len * batch_size
 
@@ -56,6 +62,7 @@ class KVCache:
             head_dim=head_dim,
             max_seq_len=max_seq_len,
         )
+        _check_dtype(dtype)
         self.max_seq_len = max_seq_len
         shape = (n_layers, batch_size, n_kv_heads, max_seq_len, head_dim)  # (layers, B, Hkv, S, D)
         self.k = torch.zeros(shape, dtype=dtype, device=device)
@@ -68,13 +75,21 @@ class KVCache:
 
     def update(self, layer, k, v):
         n_layers, B, Hkv, S, D = self.k.shape
-        if not isinstance(layer, int) or not 0 <= layer < n_layers:
+        if not isinstance(layer, int) or isinstance(layer, bool) or not 0 <= layer < n_layers:
             raise ValueError(f"layer: expected an int in 0..{n_layers - 1}, got {layer!r}")
         for name, x in (("k", k), ("v", v)):
-            if x.dim() != 4 or x.shape[0] != B or x.shape[1] != Hkv or x.shape[3] != D:
+            if (
+                not isinstance(x, torch.Tensor)
+                or x.dim() != 4
+                or x.shape[0] != B
+                or x.shape[1] != Hkv
+                or x.shape[2] < 1
+                or x.shape[3] != D
+            ):
+                shape = list(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
                 raise ValueError(
-                    f"{name}: expected shape [{B}, {Hkv}, T, {D}] (batch, kv heads, new tokens, "
-                    f"head_dim), got {list(x.shape)}"
+                    f"{name}: expected shape [{B}, {Hkv}, T, {D}] (batch, kv heads, T >= 1 new "
+                    f"tokens, head_dim), got {shape}"
                 )
             if x.dtype != self.k.dtype:
                 raise ValueError(f"{name}: expected dtype {self.k.dtype}, got {x.dtype}")
@@ -89,35 +104,59 @@ class KVCache:
         return self.k[layer, :, :, : start + T], self.v[layer, :, :, : start + T]  # views
 
     def crop(self, length) -> None:
-        if not isinstance(length, int) or not 0 <= length <= self.seq_len:
+        if (
+            not isinstance(length, int)
+            or isinstance(length, bool)
+            or not 0 <= length <= self.seq_len
+        ):
             raise ValueError(f"length: expected an int in 0..{self.seq_len}, got {length!r}")
         self.lengths = [min(n, length) for n in self.lengths]
 
 
 # ----------------------------------------------------------------------------------------------
-# Level 1: greedy generation with the cache
+# Level 2: greedy generation with the cache
 
 
-@torch.no_grad()
-def generate(model, prompt_ids, max_new_tokens):
-    """Greedy decoding: one call on the whole prompt, then one call per new token."""
+def _check_generate_args(model, prompt_ids, max_new_tokens) -> None:
+    c = model.config
     if (
         not isinstance(prompt_ids, torch.Tensor)
         or prompt_ids.dim() != 2
         or prompt_ids.dtype != torch.long
+        or prompt_ids.shape[0] < 1
+        or prompt_ids.shape[1] < 1
     ):
-        raise ValueError("prompt_ids: expected a LongTensor of shape [B, T]")
-    if not isinstance(max_new_tokens, int) or max_new_tokens < 0:
+        got = (
+            f"{prompt_ids.dtype} of shape {list(prompt_ids.shape)}"
+            if isinstance(prompt_ids, torch.Tensor)
+            else type(prompt_ids).__name__
+        )
+        raise ValueError(f"prompt_ids: expected a LongTensor [B, T], B, T >= 1, got {got}")
+    low, high = int(prompt_ids.min()), int(prompt_ids.max())
+    if low < 0 or high >= c.vocab_size:
+        raise ValueError(
+            f"prompt_ids: token ids must lie in 0..{c.vocab_size - 1}, got {low}..{high}"
+        )
+    if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool):
         raise ValueError(f"max_new_tokens: expected an int >= 0, got {max_new_tokens!r}")
-    if max_new_tokens == 0:
-        return prompt_ids.clone()
-    c = model.config
-    B, T = prompt_ids.shape
+    if max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens: expected an int >= 0, got {max_new_tokens!r}")
+    T = prompt_ids.shape[1]
     if T + max_new_tokens > c.max_seq_len:
         raise ValueError(
             f"prompt_ids: {T} tokens + max_new_tokens={max_new_tokens} pass the model's "
             f"max_seq_len={c.max_seq_len}"
         )
+
+
+@torch.no_grad()
+def generate(model, prompt_ids, max_new_tokens):
+    """Greedy decoding: one call on the whole prompt, then one call per new token."""
+    _check_generate_args(model, prompt_ids, max_new_tokens)
+    if max_new_tokens == 0:
+        return prompt_ids.clone()
+    c = model.config
+    B, T = prompt_ids.shape
     weight = next(model.parameters())
     cache = KVCache(
         c.n_layers, B, c.n_kv_heads, c.head_dim, T + max_new_tokens, weight.dtype, weight.device
@@ -133,7 +172,7 @@ def generate(model, prompt_ids, max_new_tokens):
 
 
 # ----------------------------------------------------------------------------------------------
-# Level 2: a paged cache
+# Level 3: a paged cache
 
 
 class OutOfBlocks(RuntimeError):
@@ -143,9 +182,10 @@ class OutOfBlocks(RuntimeError):
 class PagedKVCache:
     """One layer's keys and values in fixed-size blocks drawn from a shared pool.
 
-    Physical storage: k, v of shape (num_blocks, Hkv, block_size, D). Each sequence owns a block
-    table (a list of physical block numbers); its token t lives in block table[t // block_size]
-    at offset t % block_size. Blocks are taken when a sequence needs one and returned on `free`.
+    Physical storage: k_pool, v_pool of shape (num_blocks, Hkv, block_size, D). Each sequence
+    owns a block table (a list of physical block numbers); its token t lives in block
+    table[t // block_size] at offset t % block_size. Blocks are taken when a sequence needs one
+    and returned on `free`.
     """
 
     def __init__(
@@ -154,17 +194,18 @@ class PagedKVCache:
         _check_positive(
             num_blocks=num_blocks, block_size=block_size, n_kv_heads=n_kv_heads, head_dim=head_dim
         )
+        _check_dtype(dtype)
         self.block_size = block_size
         shape = (num_blocks, n_kv_heads, block_size, head_dim)  # (blocks, Hkv, block_size, D)
-        self.k = torch.zeros(shape, dtype=dtype, device=device)
-        self.v = torch.zeros(shape, dtype=dtype, device=device)
+        self.k_pool = torch.zeros(shape, dtype=dtype, device=device)
+        self.v_pool = torch.zeros(shape, dtype=dtype, device=device)
         self.free_list = list(range(num_blocks - 1, -1, -1))  # pop() hands out block 0 first
         self.tables: dict = {}
         self.lengths: dict = {}
 
     @property
     def num_blocks(self) -> int:
-        return self.k.shape[0]
+        return self.k_pool.shape[0]
 
     @property
     def num_free_blocks(self) -> int:
@@ -178,45 +219,55 @@ class PagedKVCache:
 
     def append(self, seq_id, k, v) -> None:
         """Append k, v of shape [Hkv, T, D] to sequence `seq_id` (created on first append)."""
-        _, Hkv, bs, D = self.k.shape
+        _, Hkv, bs, D = self.k_pool.shape
         for name, x in (("k", k), ("v", v)):
-            if x.dim() != 3 or x.shape[0] != Hkv or x.shape[2] != D or x.shape != k.shape:
+            if (
+                not isinstance(x, torch.Tensor)
+                or x.dim() != 3
+                or x.shape[0] != Hkv
+                or x.shape[1] < 1
+                or x.shape[2] != D
+                or x.shape != k.shape
+            ):
+                shape = list(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
                 raise ValueError(
-                    f"{name}: expected shape [{Hkv}, T, {D}] like the other, got {list(x.shape)}"
+                    f"{name}: expected shape [{Hkv}, T, {D}] (kv heads, T >= 1 new tokens, "
+                    f"head_dim), the same for k and v, got {shape}"
                 )
+            if x.dtype != self.k_pool.dtype:
+                raise ValueError(f"{name}: expected dtype {self.k_pool.dtype}, got {x.dtype}")
         start, T = self.length(seq_id), k.shape[1]
         table = self.tables.get(seq_id, [])
         needed = math.ceil((start + T) / bs) - len(table)
-        if needed > len(self.free_list):
+        if needed > len(self.free_list):  # refuse before taking anything: nothing changes
             raise OutOfBlocks(
                 f"sequence {seq_id!r} needs {needed} more block(s) of {bs} tokens but the pool "
                 f"has {len(self.free_list)} free of {self.num_blocks}; free a sequence first"
             )
         table = table + [self.free_list.pop() for _ in range(needed)]
-        positions = torch.arange(start, start + T, device=self.k.device)
-        blocks = torch.tensor(table, device=self.k.device)[positions // bs]  # (T,)
+        positions = torch.arange(start, start + T, device=self.k_pool.device)
+        blocks = torch.tensor(table, device=self.k_pool.device)[positions // bs]  # (T,)
         offsets = positions % bs  # (T,)
-        self.k[blocks, :, offsets] = k.transpose(0, 1)  # (T, Hkv, D) scattered into the pool
-        self.v[blocks, :, offsets] = v.transpose(0, 1)
+        self.k_pool[blocks, :, offsets] = k.transpose(0, 1)  # (T, Hkv, D) scattered into the pool
+        self.v_pool[blocks, :, offsets] = v.transpose(0, 1)
         self.tables[seq_id] = table
         self.lengths[seq_id] = start + T
 
     def gather(self, seq_id):
         """Everything cached for `seq_id`, in order: k, v of shape [Hkv, length, D]."""
         if seq_id not in self.tables:
-            raise ValueError(f"seq_id: unknown sequence {seq_id!r}")
-        table = torch.tensor(self.tables[seq_id], device=self.k.device)
+            raise ValueError(f"seq_id: unknown sequence {seq_id!r} (never appended, or freed)")
+        table = torch.tensor(self.tables[seq_id], device=self.k_pool.device)
         n = self.lengths[seq_id]
-        k = (
-            self.k[table].transpose(0, 1).flatten(1, 2)[:, :n]
-        )  # (Hkv, blocks * bs, D) -> (Hkv, n, D)
-        v = self.v[table].transpose(0, 1).flatten(1, 2)[:, :n]
+        # (blocks, Hkv, bs, D) -> (Hkv, blocks * bs, D) -> (Hkv, n, D)
+        k = self.k_pool[table].transpose(0, 1).flatten(1, 2)[:, :n]
+        v = self.v_pool[table].transpose(0, 1).flatten(1, 2)[:, :n]
         return k, v
 
     def free(self, seq_id) -> None:
         """Return every block of `seq_id` to the pool."""
         if seq_id not in self.tables:
-            raise ValueError(f"seq_id: unknown sequence {seq_id!r}")
+            raise ValueError(f"seq_id: unknown sequence {seq_id!r} (never appended, or freed)")
         self.free_list.extend(reversed(self.tables.pop(seq_id)))
         del self.lengths[seq_id]
 
@@ -225,19 +276,29 @@ def paged_attention(q, cache, seq_id):
     """Causal attention of q [H, Tq, D] over the keys cached for `seq_id` (bottom-right aligned).
 
     The cache holds the queries' own keys already: the last query sees every cached key.
-    Returns [H, Tq, D] in q's dtype.
+    Computed in float32 (float64 for float64 input); returns [H, Tq, D] in q's dtype.
     """
     k, v = cache.gather(seq_id)  # (Hkv, N, D)
     Hkv, N, D = k.shape
-    if q.dim() != 3 or q.shape[0] % Hkv or q.shape[2] != D or not 1 <= q.shape[1] <= N:
+    if (
+        not isinstance(q, torch.Tensor)
+        or q.dim() != 3
+        or q.shape[0] % Hkv
+        or q.shape[2] != D
+        or not 1 <= q.shape[1] <= N
+    ):
+        shape = list(q.shape) if isinstance(q, torch.Tensor) else type(q).__name__
         raise ValueError(
             f"q: expected shape [H, Tq, {D}] with H a multiple of {Hkv} and 1 <= Tq <= {N}, "
-            f"got {list(q.shape)}"
+            f"got {shape}"
         )
+    if q.dtype != k.dtype:
+        raise ValueError(f"q: expected the cache's dtype {k.dtype}, got {q.dtype}")
     H, Tq, _ = q.shape
-    k = k.repeat_interleave(H // Hkv, dim=0).float()  # (H, N, D)
-    v = v.repeat_interleave(H // Hkv, dim=0).float()
-    scores = (q.float() @ k.transpose(1, 2)) / math.sqrt(D)  # (H, Tq, N)
-    visible = torch.arange(N)[None, :] <= torch.arange(Tq)[:, None] + (N - Tq)
+    wide = torch.promote_types(q.dtype, torch.float32)  # float32, or float64 for float64 input
+    k = k.repeat_interleave(H // Hkv, dim=0).to(wide)  # (H, N, D)
+    v = v.repeat_interleave(H // Hkv, dim=0).to(wide)
+    scores = (q.to(wide) @ k.transpose(1, 2)) / math.sqrt(D)  # (H, Tq, N)
+    visible = torch.arange(N)[None, :] <= torch.arange(Tq)[:, None] + (N - Tq)  # bottom-right
     scores = scores.masked_fill(~visible.to(q.device), float("-inf"))
     return (scores.softmax(dim=-1) @ v).to(q.dtype)

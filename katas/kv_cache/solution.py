@@ -1,41 +1,45 @@
 """The KV-cache kata: your solution. Read katas/kv_cache/README.md first.
 
-Run the tests with `nox -s kv_cache` (or `pytest katas/kv_cache`).
+Run the tests with `nox -s kv_cache` (or `pytest katas/kv_cache`); one level with
+`nox -s kv_cache -- -k "1_cache"` (then "2_generate", "3_paged").
 """
 
 from __future__ import annotations
 
 import torch
 
-TODO = "not implemented yet — start with katas/kv_cache/README.md"
-
-
+# ----------------------------------------------------------------------------------------------
 # Level 1: the memory arithmetic
 
 
 def kv_cache_bytes(n_layers, n_kv_heads, head_dim, seq_len, batch_size, dtype) -> int:
-    """Bytes needed to cache the keys and values of `batch_size` sequences of `seq_len` tokens.
+    """Bytes needed to cache the keys and values of `batch_size` sequences of `seq_len` tokens:
 
-    Every layer stores one key and one value vector of `head_dim` numbers per kv head per token,
-    each number taking `dtype.itemsize` bytes. ValueError for sizes that make no sense.
+        2 (keys and values) x n_layers x n_kv_heads x head_dim x seq_len x batch_size x itemsize
+
+    where itemsize = dtype.itemsize, for any torch dtype (integer and 8-bit ones too). Returns an
+    int.
+
+    ValueError (naming the argument) when n_layers, n_kv_heads, head_dim or batch_size is not a
+    positive int, when seq_len is not an int >= 0, or when dtype is not a torch.dtype.
     """
-    # TODO: task 1
-    raise NotImplementedError(TODO)
+    # TODO(level 1): multiply it out, after checking the arguments.
+    raise NotImplementedError("level 1: kv_cache_bytes is not implemented yet")
 
 
+# ----------------------------------------------------------------------------------------------
 # Level 1: a contiguous, preallocated cache
 
 
 class KVCache:
     """Keys and values of every layer, preallocated for `max_seq_len` tokens.
 
-    update(layer, k, v): k, v are [B, n_kv_heads, T, head_dim]. Write them after what `layer`
-    already holds and return everything cached for that layer, [B, n_kv_heads, L + T, head_dim].
-    Storage is allocated once, here: no concatenation of the past per step.
-    ValueError when an update would pass max_seq_len, when k or v have the wrong shape or dtype,
-    or for an unknown layer. Each message names what is wrong and what was expected, e.g.
-    "k: expected shape [2, 4, T, 16], got [2, 3, 1, 16]" or "layer: expected 0..1, got 5"; an
-    overflow names max_seq_len, a bad crop names length.
+    Holds exactly kv_cache_bytes(n_layers, n_kv_heads, head_dim, max_seq_len, batch_size, dtype)
+    bytes of tensors, from construction on, however much is appended. dtype: a float type, or an
+    8-bit one of quantised caches (int8, uint8, float8_e4m3fn, float8_e5m2), stored bit for bit.
+
+    ValueError (naming the argument) when n_layers, batch_size, n_kv_heads, head_dim or
+    max_seq_len is not a positive int, or when dtype is not a torch.dtype.
     """
 
     def __init__(
@@ -48,40 +52,68 @@ class KVCache:
         dtype=torch.float32,
         device="cpu",
     ):
-        # TODO: task 2
-        raise NotImplementedError(TODO)
+        # TODO(level 1): allocate keys and values (n_layers, B, n_kv_heads, max_seq_len, head_dim)
+        # once, and a length per layer.
+        raise NotImplementedError("level 1: KVCache is not implemented yet")
 
     @property
     def seq_len(self) -> int:
         """Tokens cached so far (counted on layer 0)."""
-        # TODO: task 2
-        raise NotImplementedError(TODO)
+        # TODO(level 1): the length of layer 0.
+        raise NotImplementedError("level 1: KVCache.seq_len is not implemented yet")
 
     def update(self, layer, k, v):
-        """Append k, v to `layer`; return (k_all, v_all) for that layer."""
-        # TODO: task 2
-        raise NotImplementedError(TODO)
+        """Append k, v to `layer`; return (k_all, v_all), everything cached for that layer.
+
+        k, v: [B, n_kv_heads, T, head_dim] with T >= 1, in the cache's dtype, any strides.
+        k_all, v_all: [B, n_kv_heads, L + T, head_dim] where L is what `layer` held before.
+        Copy k and v into the preallocated storage (the caller may reuse its tensors) and return
+        views of it: never copy the past (no torch.cat, no tensor as large as what is cached).
+
+        ValueError, before anything is written:
+        - layer not an int in 0..n_layers - 1 (the message names `layer`);
+        - k or v not of shape [B, n_kv_heads, T, head_dim] with T >= 1, or of different lengths
+          (names k or v and the expected shape, e.g. "k: expected shape [2, 4, T, 16], got
+          [2, 3, 1, 16]");
+        - k or v not in the cache's dtype (names k or v);
+        - L + T > max_seq_len (names max_seq_len).
+        """
+        # TODO(level 1): check, write at this layer's own length, return views.
+        raise NotImplementedError("level 1: KVCache.update is not implemented yet")
 
     def crop(self, length) -> None:
-        """Forget everything after the first `length` tokens, in every layer (a rollback)."""
-        # TODO: task 3
-        raise NotImplementedError(TODO)
+        """Forget everything after the first `length` tokens, in every layer (a rollback).
+
+        ValueError (naming `length`) unless length is an int in 0..seq_len.
+        """
+        # TODO(level 1): shorten every layer's length; the storage stays as it is.
+        raise NotImplementedError("level 1: KVCache.crop is not implemented yet")
 
 
-# Level 1: greedy generation with the cache
+# ----------------------------------------------------------------------------------------------
+# Level 2: greedy generation with the cache
 
 
 def generate(model, prompt_ids, max_new_tokens):
     """Greedy decoding with a KVCache: returns LongTensor [B, T + max_new_tokens].
 
-    One model call on the whole prompt, then exactly one call per further token, feeding only the
-    newest token: model(ids, cache) -> logits [B, T, vocab_size].
+    model(ids, cache) -> logits [B, T, vocab_size]. Make one KVCache in the model's dtype, call
+    the model once on the whole prompt, then exactly once per further token, feeding only the
+    newest token. max_new_tokens=0 returns the prompt. T + max_new_tokens may equal
+    model.config.max_seq_len.
+
+    ValueError, before the model is called:
+    - prompt_ids not a LongTensor [B, T] with B, T >= 1, or holding an id outside
+      0..vocab_size - 1 (names prompt_ids);
+    - max_new_tokens not an int >= 0 (names max_new_tokens);
+    - T + max_new_tokens > model.config.max_seq_len (names max_seq_len).
     """
-    # TODO: task 4
-    raise NotImplementedError(TODO)
+    # TODO(level 2): prefill, then one token at a time, under torch.no_grad().
+    raise NotImplementedError("level 2: generate is not implemented yet")
 
 
-# Level 2: a paged cache
+# ----------------------------------------------------------------------------------------------
+# Level 3: a paged cache
 
 
 class OutOfBlocks(RuntimeError):
@@ -91,55 +123,86 @@ class OutOfBlocks(RuntimeError):
 class PagedKVCache:
     """One layer's keys and values in fixed-size blocks drawn from a shared pool.
 
-    Physical storage: (num_blocks, n_kv_heads, block_size, head_dim) for keys and for values.
-    Each sequence owns a block table, a list of physical block numbers: its token t lives in
-    block table[t // block_size] at offset t % block_size. A sequence takes a block from the pool
-    only when it needs one, and `free` gives them all back. When the pool runs dry, `append`
-    raises OutOfBlocks and changes nothing.
+    Attributes k_pool, v_pool: the pool, (num_blocks, n_kv_heads, block_size, head_dim) each, in
+    `dtype` (a float or 8-bit type, as for KVCache); the cache holds no other tensor. Each
+    sequence owns a block table, a list of physical block numbers: its token t lives in
+    k_pool[table[t // block_size], :, t % block_size]. A sequence takes a block from the pool
+    only when it needs one, and `free` gives them all back.
+
+    ValueError (naming the argument) when num_blocks, block_size, n_kv_heads or head_dim is not a
+    positive int, or when dtype is not a torch.dtype.
     """
 
     def __init__(
         self, num_blocks, block_size, n_kv_heads, head_dim, dtype=torch.float32, device="cpu"
     ):
-        # TODO: task 5
-        raise NotImplementedError(TODO)
+        # TODO(level 3): allocate k_pool and v_pool, a free list, and per-sequence tables.
+        raise NotImplementedError("level 3: PagedKVCache is not implemented yet")
 
     @property
     def num_blocks(self) -> int:
         """Blocks in the pool, free or used."""
-        raise NotImplementedError(TODO)
+        # TODO(level 3): the pool's first dimension.
+        raise NotImplementedError("level 3: PagedKVCache.num_blocks is not implemented yet")
 
     @property
     def num_free_blocks(self) -> int:
         """Blocks no sequence holds."""
-        raise NotImplementedError(TODO)
+        # TODO(level 3): the length of the free list.
+        raise NotImplementedError("level 3: PagedKVCache.num_free_blocks is not implemented yet")
 
     def block_table(self, seq_id) -> list:
         """The physical blocks of `seq_id`, in order ([] for an unknown sequence)."""
-        raise NotImplementedError(TODO)
+        # TODO(level 3): a copy of the sequence's table.
+        raise NotImplementedError("level 3: PagedKVCache.block_table is not implemented yet")
 
     def length(self, seq_id) -> int:
         """Tokens cached for `seq_id` (0 for an unknown sequence)."""
-        raise NotImplementedError(TODO)
+        # TODO(level 3): the sequence's length.
+        raise NotImplementedError("level 3: PagedKVCache.length is not implemented yet")
 
     def append(self, seq_id, k, v) -> None:
-        """Append k, v of shape [n_kv_heads, T, head_dim] to `seq_id` (created on first append)."""
-        raise NotImplementedError(TODO)
+        """Append k, v of shape [n_kv_heads, T, head_dim] to `seq_id` (created on first append).
+
+        Each token is copied into k_pool / v_pool at (table[t // block_size], t % block_size).
+        OutOfBlocks (a RuntimeError mentioning blocks) when the sequence needs more new blocks
+        than are free; then nothing changes: no block taken, no sequence created.
+
+        ValueError (names k or v and the expected shape), before anything changes, when k or v is
+        not of shape [n_kv_heads, T, head_dim] with T >= 1, when their lengths differ, or when
+        either is not in the pool's dtype.
+        """
+        # TODO(level 3): count the blocks needed first, then take them, then scatter the tokens.
+        raise NotImplementedError("level 3: PagedKVCache.append is not implemented yet")
 
     def gather(self, seq_id):
-        """Everything cached for `seq_id`, in order: k, v, each [n_kv_heads, length, head_dim]."""
-        raise NotImplementedError(TODO)
+        """Everything cached for `seq_id`, in order: k, v, each [n_kv_heads, length, head_dim].
+
+        ValueError (naming seq_id) for a sequence never appended, or already freed.
+        """
+        # TODO(level 3): index the pool with the block table, then cut at the length.
+        raise NotImplementedError("level 3: PagedKVCache.gather is not implemented yet")
 
     def free(self, seq_id) -> None:
-        """Return every block of `seq_id` to the pool."""
-        raise NotImplementedError(TODO)
+        """Return every block of `seq_id` to the pool and forget the sequence.
+
+        ValueError (naming seq_id) for a sequence never appended, or already freed.
+        """
+        # TODO(level 3): give every block back.
+        raise NotImplementedError("level 3: PagedKVCache.free is not implemented yet")
 
 
 def paged_attention(q, cache, seq_id):
-    """Causal attention of q [H, Tq, D] over the keys cached for `seq_id`, bottom-right aligned.
+    """Causal attention of q [H, Tq, D] over the keys cached for `seq_id`, bottom-right aligned:
 
-    The cache already holds the queries' own keys, so the last query sees every cached key.
-    Grouped-query: head h reads kv head h // (H // n_kv_heads). Returns [H, Tq, D], q's dtype.
+        out[h, i] = softmax_j(q[h, i] · k[g, j] / sqrt(D), j <= i + N - Tq) @ v[g, :]
+
+    with N = cache.length(seq_id) and g = h // (H // n_kv_heads) (grouped-query attention). The
+    cache already holds the queries' own keys, so the last query sees every cached key. Computed
+    in float32 (float64 for float64 input); returns [H, Tq, D] in q's dtype.
+
+    ValueError naming seq_id for an unknown sequence; naming q when q is not [H, Tq, head_dim]
+    with H a multiple of n_kv_heads and 1 <= Tq <= N, or not in the cache's dtype.
     """
-    # TODO: task 6
-    raise NotImplementedError(TODO)
+    # TODO(level 3): gather, repeat the kv heads, mask, softmax in float32.
+    raise NotImplementedError("level 3: paged_attention is not implemented yet")

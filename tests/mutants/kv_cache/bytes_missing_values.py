@@ -1,16 +1,13 @@
 """Bug: kv_cache_bytes counts the keys but forgets the values.
 
-The name says "KV", but the arithmetic is easy to write with one tensor in mind.
+The name says "KV", but the arithmetic is easy to write with one tensor in mind: every answer
+comes out half the truth.
 """
 
-from reference.kv_cache import (  # noqa: F401
-    KVCache,
-    OutOfBlocks,
-    PagedKVCache,
-    generate,
-    paged_attention,
-)
-
-
-def kv_cache_bytes(n_layers, n_kv_heads, head_dim, seq_len, batch_size, dtype) -> int:
-    return n_layers * n_kv_heads * head_dim * seq_len * batch_size * dtype.itemsize
+CAUGHT_BY = ["test_kv_cache_bytes_of_real_models", "test_kv_cache_bytes_formula"]
+EDITS = [
+    (
+        "per_token = 2 * n_layers * n_kv_heads * head_dim * dtype.itemsize",
+        "per_token = n_layers * n_kv_heads * head_dim * dtype.itemsize",
+    ),
+]
