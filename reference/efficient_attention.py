@@ -57,11 +57,14 @@ def _check_attention_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -
         raise ValueError(
             f"v must be [{', '.join(map(str, k.shape[:3]))}, Dv] like k, got {tuple(v.shape)}"
         )
-    if not q.dtype == k.dtype == v.dtype or not q.device == k.device == v.device:
-        raise ValueError(
-            f"q, k and v must share a dtype and a device, got {q.dtype}/{q.device}, "
-            f"{k.dtype}/{k.device}, {v.dtype}/{v.device}"
-        )
+    _check_same_dtype_and_device(q=q, k=k, v=v)
+
+
+def _check_same_dtype_and_device(**tensors: torch.Tensor) -> None:
+    """ValueError unless the tensors share one dtype and one device."""
+    if len({(t.dtype, t.device) for t in tensors.values()}) > 1:
+        got = ", ".join(f"{name} {t.dtype}/{t.device}" for name, t in tensors.items())
+        raise ValueError(f"{', '.join(tensors)} must share a dtype and a device, got {got}")
 
 
 def _check_int(name: str, value: int, low: int, high: float = math.inf) -> None:
@@ -296,6 +299,7 @@ def linear_attention_step(q_t, k_t, v_t, state=None):
             f"k_t must be [B={B}, Hkv, D={D}] with Hkv dividing H={H}, and v_t [B, Hkv, Dv]; "
             f"got k_t {tuple(k_t.shape)}, v_t {tuple(v_t.shape)}"
         )
+    _check_same_dtype_and_device(q_t=q_t, k_t=k_t, v_t=v_t)
     acc = _compute_dtype(q_t.dtype)
     if state is None:
         S = torch.zeros(B, H, D, Dv, dtype=acc, device=q_t.device)
@@ -421,6 +425,7 @@ def sliding_window_decode_step(q_t, k_t, v_t, cache, *, rope_base=10000.0, sm_sc
             f"q_t must be [B, H, D] and k_t [B, Hkv, D] with Hkv dividing H and D even (RoPE "
             f"rotates pairs), got {tuple(q_t.shape)} and {tuple(k_t.shape)}"
         )
+    _check_same_dtype_and_device(q_t=q_t, k_t=k_t, v_t=v_t)
     H, D = q_t.shape[1], q_t.shape[2]
     acc = _compute_dtype(q_t.dtype)
     position = cache.seq_len  # absolute: it keeps counting after the buffer wraps
