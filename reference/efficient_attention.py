@@ -3,18 +3,18 @@
 Dense attention scores every query against every key: N² work and an N x N score matrix. Many
 models only ever let a query see part of the sequence, and then the cost can follow that pattern.
 
-- `sliding_window_attention`: each query sees its last `window` keys (Mistral, Gemma, Longformer's
-  local part). Queries go in chunks of C; a chunk's keys are one band of C + window - 1 keys, so
-  the scores are (Nq / C) x C x (C + window - 1) numbers instead of Nq x Nk.
-- `block_sparse_attention`: a boolean matrix over blocks of `block_size` tokens says which query
-  block may read which key block (BigBird, Longformer, Sparse Transformer). Only the allowed
-  blocks are gathered and scored; the softmax of a query row runs across all of its blocks.
-- `linear_attention` and `linear_attention_step`: replace exp(q·k) with phi(q)·phi(k). Then
-  sum_j phi(q)·phi(k_j) v_j = phi(q)ᵀ (sum_j phi(k_j) v_jᵀ): a D x Dv state that grows by one
-  outer product per token, O(N·D²) work and memory independent of N when decoding.
-- Levels beyond: `local_block_mask`, `global_block_mask`, `random_block_mask` build BigBird's
-  patterns; `RollingKVCache` and `sliding_window_decode_step` decode with a window of keys kept in
-  a ring buffer, whose memory stops growing at `window` tokens.
+- Level 1, `sliding_window_attention`: each query sees its last `window` keys (Mistral, Gemma,
+  Longformer's local part). Queries go in chunks of C; a chunk's keys are one band of
+  C + window - 1 keys, so the scores are (Nq / C) x C x (C + window - 1) numbers, not Nq x Nk.
+- Level 2, `block_sparse_attention`: a boolean matrix over blocks of `block_size` tokens says
+  which query block may read which key block (BigBird, Longformer, Sparse Transformer). Only the
+  allowed blocks are gathered and scored; the softmax of a query row runs across its blocks.
+- Level 3, `linear_attention` and `linear_attention_step`: replace exp(q·k) with phi(q)·phi(k).
+  Then sum_j phi(q)·phi(k_j) v_j = phi(q)ᵀ (sum_j phi(k_j) v_jᵀ): a D x Dv state that grows by
+  one outer product per token, O(N·D²) work and memory independent of N when decoding.
+- Level 4, `local_block_mask`, `global_block_mask`, `random_block_mask`: BigBird's patterns.
+- Level 5, `RollingKVCache` and `sliding_window_decode_step`: decode with a window of keys kept
+  in a ring buffer, whose memory stops growing at `window` tokens.
 
 Conventions (shared with the FlashAttention kata): q (B, H, Nq, D); k (B, Hkv, Nk, D) and
 v (B, Hkv, Nk, Dv) with H % Hkv == 0, query head h reads kv head h // (H // Hkv). Causal masks are
@@ -96,7 +96,7 @@ def _softmax_or_zeros(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tens
 
 
 # --------------------------------------------------------------------------------------------
-# Sliding window
+# Level 1: sliding window
 # --------------------------------------------------------------------------------------------
 
 
@@ -149,7 +149,7 @@ def sliding_window_attention(q, k, v, window, sm_scale=None):
 
 
 # --------------------------------------------------------------------------------------------
-# Block-sparse
+# Level 2: block-sparse
 # --------------------------------------------------------------------------------------------
 
 
@@ -211,7 +211,7 @@ def block_sparse_attention(q, k, v, block_mask, block_size, causal=False, sm_sca
 
 
 # --------------------------------------------------------------------------------------------
-# Linear attention
+# Level 3: linear attention
 # --------------------------------------------------------------------------------------------
 
 
@@ -321,7 +321,7 @@ def linear_attention_step(q_t, k_t, v_t, state=None):
 
 
 # --------------------------------------------------------------------------------------------
-# Level: BigBird-style block patterns
+# Level 4: BigBird-style block patterns
 # --------------------------------------------------------------------------------------------
 
 
@@ -356,7 +356,7 @@ def random_block_mask(n_blocks, n_random, *, seed):
 
 
 # --------------------------------------------------------------------------------------------
-# Level: decoding with a rolling window of keys
+# Level 5: decoding with a rolling window of keys
 # --------------------------------------------------------------------------------------------
 
 
