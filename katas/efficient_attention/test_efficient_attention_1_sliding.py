@@ -197,6 +197,7 @@ windows = st.one_of(st.sampled_from([1, 2, 3]), st.integers(1, 48))
 def test_sliding_window_matches_dense_band_attention(impl, case: AttentionCase, window):
     q, k, v = case.tensors()
     out = impl.sliding_window_attention(q, k, v, window, sm_scale=case.sm_scale)
+    assert out.dtype == q.dtype, f"got {out.dtype} for {q.dtype} inputs; outputs have q's dtype"
     mask = band_mask(case.Nq, case.Nk, window)
     expected = attention_oracle(q, k, v, causal=True, sm_scale=case.sm_scale, mask=mask)
     assert_close(

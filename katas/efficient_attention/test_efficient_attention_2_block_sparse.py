@@ -199,6 +199,7 @@ def test_block_sparse_matches_dense_masked_attention(impl, bc, causal):
     out = impl.block_sparse_attention(
         q, k, v, block_mask, bs, causal=causal, sm_scale=case.sm_scale
     )
+    assert out.dtype == q.dtype, f"got {out.dtype} for {q.dtype} inputs; outputs have q's dtype"
     mask = token_mask(block_mask, bs, case.Nq)
     expected = attention_oracle(q, k, v, causal=causal, sm_scale=case.sm_scale, mask=mask)
     assert_close(

@@ -166,6 +166,7 @@ def test_linear_attention_cost_is_linear_in_n(impl, figures, D):
 def test_linear_attention_matches_quadratic_form(impl, case: AttentionCase, causal):
     q, k, v = case.tensors()
     out = impl.linear_attention(q, k, v, causal=causal)
+    assert out.dtype == q.dtype, f"got {out.dtype} for {q.dtype} inputs; outputs have q's dtype"
     assert_close(
         out,
         linear_attention_oracle(q, k, v, causal=causal),
@@ -186,6 +187,7 @@ def test_linear_attention_steps_match_parallel_form_and_carry_on(impl, case: Att
         o_t, state = impl.linear_attention_step(q[:, :, t], k[:, :, t], v[:, :, t], state)
         outs.append(o_t)
     outs = torch.stack(outs, dim=2)
+    assert outs.dtype == q.dtype, f"steps gave {outs.dtype} for {q.dtype} inputs: q_t's dtype"
     assert_close(
         outs,
         linear_attention_oracle(q, k, v, causal=True),

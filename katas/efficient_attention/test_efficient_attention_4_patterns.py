@@ -104,6 +104,17 @@ def test_random_block_mask_rows_draw_independently(impl):
     )
 
 
+def test_random_block_mask_picks_are_spread_over_the_row(impl):
+    mask = impl.random_block_mask(64, 2, seed=1)
+    picks = [row.nonzero().flatten().tolist() for row in mask]
+    neighbours = sum((b - a) % 64 in (1, 63) for a, b in picks)
+    assert neighbours <= 16, (
+        f"{neighbours} of 64 rows read two neighbouring blocks (uniform draws give about 2): "
+        "draw each block of a row uniformly (e.g. argsort of random numbers), not a random "
+        "start and the blocks after it"
+    )
+
+
 @given(
     bs=st.sampled_from([2, 3, 4]),
     nb=st.integers(1, 8),

@@ -176,6 +176,7 @@ def test_decoding_equals_sliding_window_attention(impl, case, rope_base, sm_scal
     k = randn((B, Hkv, steps, D), seed=seed + 1, dtype=dtype)
     v = randn((B, Hkv, steps, D), seed=seed + 2, dtype=dtype)
     out, _ = decode(impl, q, k, v, window, dtype, rope_base=rope_base, sm_scale=sm_scale)
+    assert out.dtype == dtype, f"got {out.dtype} for {dtype} inputs; outputs have q_t's dtype"
     assert_close(
         out,
         decode_oracle(q, k, v, window, dtype, rope_base=rope_base, sm_scale=sm_scale),
