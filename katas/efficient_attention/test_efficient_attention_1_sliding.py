@@ -149,6 +149,12 @@ def test_sliding_window_flops_grow_with_n_times_window(impl, figures, window):
         q, k, v = (randn((B, H, N, D), seed=s) for s in range(3))
         _, flops[N] = count_flops(impl.sliding_window_attention, q, k, v, window)
         _, written[N] = elements_written(impl.sliding_window_attention, q, k, v, window)
+        _, biggest = largest_tensor(impl.sliding_window_attention, q, k, v, window)
+        assert biggest.numel <= B * H * N * N // 4, (
+            f"largest tensor made at N={N}, window={window}: {biggest}; the scores of every "
+            f"head are {B * H * N * N} numbers. Never build the N x N scores or mask, not even "
+            "for short sequences."
+        )
     band = 4 * B * H * 1024 * window * D  # Q·Kᵀ and P·V over exactly `window` keys per query
     figures.record(
         "sliding-window FLOPs / exact band", flops[1024] / band, "x", N=1024, window=window

@@ -139,12 +139,13 @@ def test_linear_attention_cost_is_linear_in_n(impl, figures, D):
         _, flops[N] = count_flops(impl.linear_attention, q, k, v)
         _, written[N] = elements_written(impl.linear_attention, q, k, v)
         _, biggest = largest_tensor(impl.linear_attention, q, k, v)
+        if D == 8:
+            assert biggest.numel <= N * N // (8 if N == 1024 else 16), (
+                f"largest tensor made at N={N}, D={D}: {biggest}. Linear attention never forms "
+                "the N x N matrix phi(Q) phi(K)ᵀ, not even for short sequences: keep a running "
+                "D x Dv state, or chunks of C x C."
+            )
     figures.record("linear attention largest tensor / N²", biggest.numel / 2048**2, "", N=2048, D=D)
-    if D == 8:
-        assert biggest.numel <= 2048 * 2048 // 16, (
-            f"largest tensor made at N=2048, D={D}: {biggest}. Linear attention never forms the "
-            "N x N matrix phi(Q) phi(K)ᵀ: keep a running D x Dv state, or chunks of C x C."
-        )
     assert flops[2048] <= 2.2 * flops[1024], (
         f"at D={D} doubling N multiplied the FLOPs by {flops[2048] / max(flops[1024], 1):.2f}; "
         "O(N · D²) work doubles."
