@@ -7,6 +7,8 @@ noise. These counters measure the work itself, the same on every run:
   `torch.utils.flop_counter` (elementwise ops count zero there);
 - `largest_tensor`: the biggest tensor any PyTorch op produced during a call (views excluded,
   since they allocate nothing);
+- `elements_written`: the elements all PyTorch ops produced together during a call: the work
+  that elementwise products and sums do, which FLOP counting scores as zero;
 - `held_bytes`: the bytes an object (a cache, say) keeps in tensors;
 - `CountingModel`: wraps a model and records every forward call and how many tokens it was fed.
 """
@@ -81,6 +83,29 @@ def largest_tensor(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[A
     with _LargestTensorMode() as mode:
         result = fn(*args, **kwargs)
     return result, mode.largest
+
+
+class _ElementsWrittenMode(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.total = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if not func.is_view:
+            self.total += sum(t.numel() for t in tree_leaves(out) if isinstance(t, torch.Tensor))
+        return out
+
+
+def elements_written(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, int]:
+    """Run `fn` and return (its result, the elements every PyTorch op produced, summed).
+
+    Dense scores built by broadcasting (`(q[..., :, None, :] * k[..., None, :, :]).sum(-1)`) cost
+    no FLOPs in `count_flops` but write Nq·Nk·D elements here, even one query at a time.
+    """
+    with _ElementsWrittenMode() as mode:
+        result = fn(*args, **kwargs)
+    return result, mode.total
 
 
 def held_bytes(obj: Any, seen: set[int] | None = None) -> int:

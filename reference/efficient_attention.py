@@ -3,18 +3,18 @@
 Dense attention scores every query against every key: N² work and an N x N score matrix. Many
 models only ever let a query see part of the sequence, and then the cost can follow that pattern.
 
-- `sliding_window_attention`: each query sees its last `window` keys (Mistral, Gemma, Longformer's
-  local part). Queries go in chunks of C; a chunk's keys are one band of C + window - 1 keys, so
-  the scores are (Nq / C) x C x (C + window - 1) numbers instead of Nq x Nk.
-- `block_sparse_attention`: a boolean matrix over blocks of `block_size` tokens says which query
-  block may read which key block (BigBird, Longformer, Sparse Transformer). Only the allowed
-  blocks are gathered and scored; the softmax of a query row runs across all of its blocks.
-- `linear_attention` and `linear_attention_step`: replace exp(q·k) with phi(q)·phi(k). Then
-  sum_j phi(q)·phi(k_j) v_j = phi(q)ᵀ (sum_j phi(k_j) v_jᵀ): a D x Dv state that grows by one
-  outer product per token, O(N·D²) work and memory independent of N when decoding.
-- Levels beyond: `local_block_mask`, `global_block_mask`, `random_block_mask` build BigBird's
-  patterns; `RollingKVCache` and `sliding_window_decode_step` decode with a window of keys kept in
-  a ring buffer, whose memory stops growing at `window` tokens.
+- Level 1, `sliding_window_attention`: each query sees its last `window` keys (Mistral, Gemma,
+  Longformer's local part). Queries go in chunks of C; a chunk's keys are one band of
+  C + window - 1 keys, so the scores are (Nq / C) x C x (C + window - 1) numbers, not Nq x Nk.
+- Level 2, `block_sparse_attention`: a boolean matrix over blocks of `block_size` tokens says
+  which query block may read which key block (BigBird, Longformer, Sparse Transformer). Only the
+  allowed blocks are gathered and scored; the softmax of a query row runs across its blocks.
+- Level 3, `linear_attention` and `linear_attention_step`: replace exp(q·k) with phi(q)·phi(k).
+  Then sum_j phi(q)·phi(k_j) v_j = phi(q)ᵀ (sum_j phi(k_j) v_jᵀ): a D x Dv state that grows by
+  one outer product per token, O(N·D²) work and memory independent of N when decoding.
+- Level 4, `local_block_mask`, `global_block_mask`, `random_block_mask`: BigBird's patterns.
+- Level 5, `RollingKVCache` and `sliding_window_decode_step`: decode with a window of keys kept
+  in a ring buffer, whose memory stops growing at `window` tokens.
 
 Conventions (shared with the FlashAttention kata): q (B, H, Nq, D); k (B, Hkv, Nk, D) and
 v (B, Hkv, Nk, Dv) with H % Hkv == 0, query head h reads kv head h // (H // Hkv). Causal masks are
@@ -57,11 +57,14 @@ def _check_attention_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -
         raise ValueError(
             f"v must be [{', '.join(map(str, k.shape[:3]))}, Dv] like k, got {tuple(v.shape)}"
         )
-    if not q.dtype == k.dtype == v.dtype or not q.device == k.device == v.device:
-        raise ValueError(
-            f"q, k and v must share a dtype and a device, got {q.dtype}/{q.device}, "
-            f"{k.dtype}/{k.device}, {v.dtype}/{v.device}"
-        )
+    _check_same_dtype_and_device(q=q, k=k, v=v)
+
+
+def _check_same_dtype_and_device(**tensors: torch.Tensor) -> None:
+    """ValueError unless the tensors share one dtype and one device."""
+    if len({(t.dtype, t.device) for t in tensors.values()}) > 1:
+        got = ", ".join(f"{name} {t.dtype}/{t.device}" for name, t in tensors.items())
+        raise ValueError(f"{', '.join(tensors)} must share a dtype and a device, got {got}")
 
 
 def _check_int(name: str, value: int, low: int, high: float = math.inf) -> None:
@@ -93,7 +96,7 @@ def _softmax_or_zeros(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tens
 
 
 # --------------------------------------------------------------------------------------------
-# Sliding window
+# Level 1: sliding window
 # --------------------------------------------------------------------------------------------
 
 
@@ -146,7 +149,7 @@ def sliding_window_attention(q, k, v, window, sm_scale=None):
 
 
 # --------------------------------------------------------------------------------------------
-# Block-sparse
+# Level 2: block-sparse
 # --------------------------------------------------------------------------------------------
 
 
@@ -208,7 +211,7 @@ def block_sparse_attention(q, k, v, block_mask, block_size, causal=False, sm_sca
 
 
 # --------------------------------------------------------------------------------------------
-# Linear attention
+# Level 3: linear attention
 # --------------------------------------------------------------------------------------------
 
 
@@ -296,6 +299,7 @@ def linear_attention_step(q_t, k_t, v_t, state=None):
             f"k_t must be [B={B}, Hkv, D={D}] with Hkv dividing H={H}, and v_t [B, Hkv, Dv]; "
             f"got k_t {tuple(k_t.shape)}, v_t {tuple(v_t.shape)}"
         )
+    _check_same_dtype_and_device(q_t=q_t, k_t=k_t, v_t=v_t)
     acc = _compute_dtype(q_t.dtype)
     if state is None:
         S = torch.zeros(B, H, D, Dv, dtype=acc, device=q_t.device)
@@ -317,7 +321,7 @@ def linear_attention_step(q_t, k_t, v_t, state=None):
 
 
 # --------------------------------------------------------------------------------------------
-# Level: BigBird-style block patterns
+# Level 4: BigBird-style block patterns
 # --------------------------------------------------------------------------------------------
 
 
@@ -352,7 +356,7 @@ def random_block_mask(n_blocks, n_random, *, seed):
 
 
 # --------------------------------------------------------------------------------------------
-# Level: decoding with a rolling window of keys
+# Level 5: decoding with a rolling window of keys
 # --------------------------------------------------------------------------------------------
 
 
@@ -421,6 +425,7 @@ def sliding_window_decode_step(q_t, k_t, v_t, cache, *, rope_base=10000.0, sm_sc
             f"q_t must be [B, H, D] and k_t [B, Hkv, D] with Hkv dividing H and D even (RoPE "
             f"rotates pairs), got {tuple(q_t.shape)} and {tuple(k_t.shape)}"
         )
+    _check_same_dtype_and_device(q_t=q_t, k_t=k_t, v_t=v_t)
     H, D = q_t.shape[1], q_t.shape[2]
     acc = _compute_dtype(q_t.dtype)
     position = cache.seq_len  # absolute: it keeps counting after the buffer wraps

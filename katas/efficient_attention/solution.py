@@ -7,9 +7,14 @@ Conventions (the same as the FlashAttention kata):
   kv head h // (H // Hkv) (grouped-query attention).
 - Causal masks are aligned bottom-right: query i sits at position p = i + Nk - Nq.
 - A query that sees no key returns zeros (never NaN).
-- sm_scale defaults to 1 / sqrt(D). Outputs have q's dtype; do the arithmetic in float32.
-- Bad shapes raise ValueError naming the argument and the shape expected; inputs are never
-  modified.
+- sm_scale defaults to 1 / sqrt(D) when it is None; any other value (0.0 too) scales as given.
+- Inputs come in float32, float16 or bfloat16; outputs have q's dtype; do the arithmetic in
+  float32, and keep the softmax stable (scores may reach the thousands).
+- Inputs may be non-contiguous views, k and v with different strides; they are never modified.
+- Bad input raises ValueError naming the argument and the shape expected. The three attention
+  functions all reject: q, k or v that is not a non-empty 4-D float tensor; k whose batch or D
+  differs from q's, or whose Hkv heads do not divide H; v whose batch, heads or length differ
+  from k's; q, k and v that do not share one dtype and one device.
 """
 
 from __future__ import annotations
@@ -29,12 +34,12 @@ def sliding_window_attention(q, k, v, window, sm_scale=None):
         o_i = sum_j softmax_j(sm_scale · q_i·k_j) v_j     over those j only
 
     q (B, H, Nq, D), k (B, Hkv, Nk, D), v (B, Hkv, Nk, Dv) -> (B, H, Nq, Dv).
-    Work and memory O(Nq · window · D): never build an Nq x Nk tensor, not even a mask.
+    Work and memory O(Nq · window · D) at every window, 1 included: never build an Nq x Nk
+    tensor, not even a mask, nor score every pair by broadcasting.
+    ValueError: the checks of the module docstring; `window` that is not an int >= 1.
     """
-    # TODO(sliding window): score chunks of queries against their band of keys only.
-    raise NotImplementedError(
-        "not implemented yet — start with katas/efficient_attention/README.md"
-    )
+    # TODO(level 1): score chunks of at most `window` queries against their band of keys only.
+    raise NotImplementedError("level 1: sliding_window_attention is not implemented yet")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -51,12 +56,12 @@ def block_sparse_attention(q, k, v, block_mask, block_size, causal=False, sm_sca
     The softmax of a query runs over all the keys of all its allowed blocks together.
     Returns (B, H, N, Dv).
     Work proportional to the number of allowed blocks: 2 · block_size² · (D + Dv) per block
-    and head, never the dense product masked afterwards.
+    and head, at every block size, never the dense product masked afterwards.
+    ValueError: the checks of the module docstring; Nk != Nq; `block_size` that is not an int
+    >= 1; `block_mask` that is not a bool tensor of shape (nb, nb).
     """
-    # TODO(block-sparse): gather the allowed (query block, key block) pairs and score only those.
-    raise NotImplementedError(
-        "not implemented yet — start with katas/efficient_attention/README.md"
-    )
+    # TODO(level 2): gather the allowed (query block, key block) pairs and score only those.
+    raise NotImplementedError("level 2: block_sparse_attention is not implemented yet")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -72,29 +77,31 @@ def linear_attention(q, k, v, causal=True):
     With `causal` the sums run over j <= i + Nk - Nq (bottom-right); otherwise over all keys.
     No sm_scale: phi replaces the softmax. q (B, H, Nq, D), k (B, Hkv, Nk, D),
     v (B, Hkv, Nk, Dv) -> (B, H, Nq, Dv).
-    Work O(N · D²); never an N x N tensor (chunks of C x C are fine).
+    Work O(N · D²); never an N x N tensor (chunks of C x C are fine). Sums in float32.
+    ValueError: the checks of the module docstring.
     """
-    # TODO(linear attention): prefix sums of phi(k) v^T, or chunks plus a carried state.
-    raise NotImplementedError(
-        "not implemented yet — start with katas/efficient_attention/README.md"
-    )
+    # TODO(level 3): prefix sums of phi(k) v^T, or chunks plus a carried state.
+    raise NotImplementedError("level 3: linear_attention is not implemented yet")
 
 
 def linear_attention_step(q_t, k_t, v_t, state=None):
     """One decoding step of causal linear attention (its recurrent form).
 
     q_t (B, H, D), k_t (B, Hkv, D), v_t (B, Hkv, Dv).
-    state = (S (B, H, D, Dv), z (B, H, D)) in float32, or None before the first token.
+    state = (S (B, H, D, Dv), z (B, H, D)) in float32 whatever the inputs' dtype, or None before
+    the first token.
 
         S <- S + phi(k_t) v_tᵀ,   z <- z + phi(k_t),   o_t = phi(q_t)ᵀ S / phi(q_t)ᵀ z
 
     Returns (o_t (B, H, Dv) in q_t's dtype, the new state). Memory does not grow with the
-    number of steps; the state passed in is not modified.
+    number of steps, and thousands of steps still match linear_attention; the state passed in
+    is not modified.
+    ValueError: q_t, k_t or v_t that is not a 3-D float tensor; k_t not (B, Hkv, D) with Hkv
+    dividing H, or v_t not (B, Hkv, Dv); q_t, k_t and v_t of different dtypes or devices; a
+    state whose S is not (B, H, D, Dv) or whose z is not (B, H, D).
     """
-    # TODO(linear attention): the recurrent step.
-    raise NotImplementedError(
-        "not implemented yet — start with katas/efficient_attention/README.md"
-    )
+    # TODO(level 3): the recurrent step.
+    raise NotImplementedError("level 3: linear_attention_step is not implemented yet")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -102,34 +109,33 @@ def linear_attention_step(q_t, k_t, v_t, state=None):
 
 
 def local_block_mask(n_blocks, radius, *, causal=False):
-    """bool (n_blocks, n_blocks): block r sees c iff |r - c| <= radius (and c <= r if causal)."""
-    # TODO(block patterns): the local band.
-    raise NotImplementedError(
-        "not implemented yet — start with katas/efficient_attention/README.md"
-    )
+    """bool (n_blocks, n_blocks): block r sees c iff |r - c| <= radius (and c <= r if causal).
+
+    ValueError: n_blocks that is not an int >= 1; radius that is not an int >= 0.
+    """
+    # TODO(level 4): the local band.
+    raise NotImplementedError("level 4: local_block_mask is not implemented yet")
 
 
 def global_block_mask(n_blocks, n_global):
     """bool (n_blocks, n_blocks): the first n_global blocks read every block and are read by all.
 
-    True in the first n_global rows and the first n_global columns. 0 <= n_global <= n_blocks.
+    True in the first n_global rows and the first n_global columns.
+    ValueError: n_blocks that is not an int >= 1; n_global that is not an int in 0..n_blocks.
     """
-    # TODO(block patterns): the global rows and columns.
-    raise NotImplementedError(
-        "not implemented yet — start with katas/efficient_attention/README.md"
-    )
+    # TODO(level 4): the global rows and columns.
+    raise NotImplementedError("level 4: global_block_mask is not implemented yet")
 
 
 def random_block_mask(n_blocks, n_random, *, seed):
     """bool (n_blocks, n_blocks): each row reads n_random distinct key blocks drawn at random.
 
     Rows draw independently and uniformly, from a torch.Generator seeded with `seed`: the same
-    seed gives the same mask whatever the global random state. 0 <= n_random <= n_blocks.
+    seed gives the same mask whatever the global random state.
+    ValueError: n_blocks that is not an int >= 1; n_random that is not an int in 0..n_blocks.
     """
-    # TODO(block patterns): the random blocks.
-    raise NotImplementedError(
-        "not implemented yet — start with katas/efficient_attention/README.md"
-    )
+    # TODO(level 4): the random blocks.
+    raise NotImplementedError("level 4: random_block_mask is not implemented yet")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -141,32 +147,28 @@ class RollingKVCache:
 
     Holds k and v of shape (batch, n_kv_heads, window, head_dim) in `dtype` and nothing that
     grows: the token at absolute position p goes to slot p % window, over the oldest one.
+    ValueError: window, batch, n_kv_heads or head_dim that is not an int >= 1.
     """
 
     def __init__(self, window, batch, n_kv_heads, head_dim, *, dtype=torch.float32, device=None):
-        # TODO(rolling cache): allocate the two buffers; ValueError unless every size is >= 1.
-        raise NotImplementedError(
-            "not implemented yet — start with katas/efficient_attention/README.md"
-        )
+        # TODO(level 5): check the sizes and allocate the two buffers.
+        raise NotImplementedError("level 5: RollingKVCache is not implemented yet")
 
     @property
     def seq_len(self) -> int:
         """Tokens appended so far: the absolute position of the next token."""
-        # TODO(rolling cache)
-        raise NotImplementedError(
-            "not implemented yet — start with katas/efficient_attention/README.md"
-        )
+        # TODO(level 5): count the tokens appended.
+        raise NotImplementedError("level 5: RollingKVCache.seq_len is not implemented yet")
 
     def append(self, k_t, v_t):
-        """Store one token's k_t, v_t (batch, n_kv_heads, head_dim); ValueError on other shapes.
+        """Store one token's k_t, v_t (batch, n_kv_heads, head_dim).
 
         Returns the keys and values now in the window, (batch, n_kv_heads, min(seq_len, window),
         head_dim) each, in any order (attention does not care about the order of its keys).
+        ValueError: k_t or v_t that is not (batch, n_kv_heads, head_dim).
         """
-        # TODO(rolling cache)
-        raise NotImplementedError(
-            "not implemented yet — start with katas/efficient_attention/README.md"
-        )
+        # TODO(level 5): write slot seq_len % window and return the slots that hold a token.
+        raise NotImplementedError("level 5: RollingKVCache.append is not implemented yet")
 
 
 def sliding_window_decode_step(q_t, k_t, v_t, cache, *, rope_base=10000.0, sm_scale=None):
@@ -175,11 +177,11 @@ def sliding_window_decode_step(q_t, k_t, v_t, cache, *, rope_base=10000.0, sm_sc
     q_t (B, H, D), k_t and v_t (B, Hkv, D), before RoPE; D even. The token sits at absolute
     position p = cache.seq_len. Rotate q_t and k_t to p with RoPE in the layout of
     grading.model.apply_rope (angles p · rope_base^(-2i/D), halves rotated), append the rotated
-    k_t and v_t to the cache, then attend with q_t over the keys it returns.
-    Returns o_t (B, H, D) in q_t's dtype: row p of sliding_window_attention over the rotated
-    sequence.
+    k_t and v_t to the cache, then attend with q_t over the keys it returns, scaled by sm_scale
+    (1 / sqrt(D) when None). Returns o_t (B, H, D) in q_t's dtype: row p of
+    sliding_window_attention over the rotated sequence, still exact after thousands of steps.
+    ValueError: q_t not (B, H, D) or k_t not (B, Hkv, D) with Hkv dividing H; an odd D; v_t that
+    does not fit the cache (from append); q_t, k_t and v_t of different dtypes or devices.
     """
-    # TODO(rolling cache): rotate at the absolute position, append, attend.
-    raise NotImplementedError(
-        "not implemented yet — start with katas/efficient_attention/README.md"
-    )
+    # TODO(level 5): rotate at the absolute position, append, attend.
+    raise NotImplementedError("level 5: sliding_window_decode_step is not implemented yet")

@@ -11,10 +11,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from grading.attention import AttentionCase, bench
 from grading.oracles import attention_oracle
-from grading.strategies import randn
 from grading.tolerance import assert_close
-from katas.efficient_attention.support import band_mask, linear_attention_oracle, token_mask
+from katas.efficient_attention.cases import band_mask, linear_attention_oracle, token_mask
 
 B, H, D = 1, 16, 128
 WINDOW = 1024
@@ -23,18 +23,19 @@ BLOCKS_PER_ROW = 8  # a causal band of blocks: the diagonal block and the 7 befo
 LENGTHS = (8192, 16384, 32768)
 
 
-def bench_ms(fn, *args) -> float:
-    """Mean milliseconds of fn(*args), after Triton's warm-up, with the L2 cache flushed."""
-    from triton.testing import do_bench
-
-    return do_bench(lambda: fn(*args), warmup=25, rep=100)
-
-
 def long_inputs(n: int) -> list[torch.Tensor]:
     gen = torch.Generator(device="cuda").manual_seed(n)
     return [
         torch.randn(B, H, n, D, device="cuda", dtype=torch.float16, generator=gen) for _ in range(3)
     ]
+
+
+def timings(n: int, ours) -> tuple[float, float]:
+    """Median ms of dense causal attention and of ours(q, k, v) on the same inputs of length n."""
+    q, k, v = long_inputs(n)
+    dense_ms = bench(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))
+    ms = bench(lambda: ours(q, k, v))
+    return dense_ms, ms
 
 
 def causal_pairs(n: int) -> int:
@@ -49,8 +50,8 @@ def block_band(nb: int) -> torch.Tensor:
 
 @pytest.mark.gpu
 def test_cuda_results_match_the_oracle(impl):
-    q = randn((2, 4, 300, 64), seed=0, dtype=torch.float16, device="cuda")
-    k, v = (randn((2, 2, 300, 64), seed=s, dtype=torch.float16, device="cuda") for s in (1, 2))
+    case = AttentionCase(B=2, H=4, Hkv=2, Nq=300, Nk=300, D=64, dtype=torch.float16)
+    q, k, v = case.tensors("cuda")
     out = impl.sliding_window_attention(q, k, v, 37)
     assert out.device.type == "cuda", "outputs stay on the inputs' device"
     mask = band_mask(300, 300, 37)
@@ -81,9 +82,7 @@ def test_sliding_window_speedup_grows_as_the_kept_work_shrinks(impl, figures):
     """
     speedups = {}
     for n in LENGTHS:
-        q, k, v = long_inputs(n)
-        dense_ms = bench_ms(F.scaled_dot_product_attention, q, k, v, None, 0.0, True)
-        ms = bench_ms(impl.sliding_window_attention, q, k, v, WINDOW)
+        dense_ms, ms = timings(n, lambda q, k, v: impl.sliding_window_attention(q, k, v, WINDOW))
         kept = (n * WINDOW - WINDOW * (WINDOW - 1) // 2) / causal_pairs(n)
         speedups[n] = dense_ms / ms
         figures.record(
@@ -91,8 +90,6 @@ def test_sliding_window_speedup_grows_as_the_kept_work_shrinks(impl, figures):
             N=n, window=WINDOW, work_kept=round(kept, 4),
             ms=round(ms, 3), dense_ms=round(dense_ms, 3),
         )  # fmt: skip
-        del q, k, v
-        torch.cuda.empty_cache()
     growth = speedups[LENGTHS[-1]] / speedups[LENGTHS[0]]
     assert growth >= 1.5, (
         f"the speed-up over dense went from {speedups[LENGTHS[0]]:.2f}x at N={LENGTHS[0]} to "
@@ -111,22 +108,20 @@ def test_block_sparse_speedup_grows_as_the_kept_work_shrinks(impl, figures):
     """
     speedups = {}
     for n in LENGTHS:
-        q, k, v = long_inputs(n)
         nb = n // BLOCK
         block_mask = block_band(nb)
         below = int(block_mask.sum()) - nb  # blocks fully below the diagonal
         kept = (below * BLOCK * BLOCK + nb * BLOCK * (BLOCK + 1) // 2) / causal_pairs(n)
         mask = block_mask.cuda()
-        dense_ms = bench_ms(F.scaled_dot_product_attention, q, k, v, None, 0.0, True)
-        ms = bench_ms(impl.block_sparse_attention, q, k, v, mask, BLOCK, True)
+        dense_ms, ms = timings(
+            n, lambda q, k, v, mask=mask: impl.block_sparse_attention(q, k, v, mask, BLOCK, True)
+        )
         speedups[n] = dense_ms / ms
         figures.record(
             "block-sparse: speed-up over dense causal", speedups[n], "x",
             N=n, block=BLOCK, blocks_per_row=BLOCKS_PER_ROW, work_kept=round(kept, 4),
             ms=round(ms, 3), dense_ms=round(dense_ms, 3),
         )  # fmt: skip
-        del q, k, v
-        torch.cuda.empty_cache()
     growth = speedups[LENGTHS[-1]] / speedups[LENGTHS[0]]
     assert growth >= 1.5, (
         f"the speed-up over dense went from {speedups[LENGTHS[0]]:.2f}x at N={LENGTHS[0]} to "

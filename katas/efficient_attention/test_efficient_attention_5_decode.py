@@ -1,0 +1,238 @@
+"""Level 5: decoding with a rolling window of keys (a ring-buffer cache and RoPE).
+
+Run: `pytest katas/efficient_attention -k 5_decode [--impl ...]`.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from grading.cost import held_bytes
+from grading.errors import BadCall, assert_value_error
+from grading.oracles import attention_oracle
+from grading.strategies import gqa_heads, randn, seeds
+from grading.tolerance import assert_close
+from katas.efficient_attention.cases import (
+    DTYPES,
+    band_mask,
+    rope_at_positions,
+    strided_like_a_model,
+)
+
+
+@st.composite
+def decode_cases(draw):
+    B = draw(st.integers(1, 2))
+    H, Hkv = draw(gqa_heads(2, 2))
+    D = draw(st.sampled_from([2, 8, 16]))
+    window = draw(st.integers(1, 5))
+    steps = draw(st.integers(1, 3 * window + 2))
+    return B, H, Hkv, D, window, steps, draw(st.sampled_from(DTYPES)), draw(seeds())
+
+
+def decode(impl, q, k, v, window, dtype, **options):
+    """Run sliding_window_decode_step over every position; return the outputs and the cache."""
+    B, Hkv, N, D = k.shape
+    cache = impl.RollingKVCache(window, B, Hkv, D, dtype=dtype)
+    outs = [
+        impl.sliding_window_decode_step(q[:, :, t], k[:, :, t], v[:, :, t], cache, **options)
+        for t in range(N)
+    ]
+    return torch.stack(outs, dim=2), cache
+
+
+def decode_oracle(q, k, v, window, dtype, *, rope_base=10000.0, sm_scale=None):
+    """float64 sliding-window attention over q and k rotated to positions 0 .. N - 1."""
+    N = q.shape[2]
+    # The cache stores rotated keys in its dtype; the oracle rounds them the same way.
+    k_rot = rope_at_positions(k, rope_base).to(dtype)
+    return attention_oracle(
+        rope_at_positions(q, rope_base), k_rot, v, causal=True, sm_scale=sm_scale,
+        mask=band_mask(N, N, window),
+    )  # fmt: skip
+
+
+# ----------------------------------------------------------------------------------------------
+# The rolling cache
+
+
+def test_rolling_cache_append_returns_the_window(impl):
+    cache = impl.RollingKVCache(3, 1, 2, 4)
+    sizes = []
+    for t in range(5):
+        keys, values = cache.append(
+            torch.full((1, 2, 4), float(t)), torch.full((1, 2, 4), float(t))
+        )
+        sizes.append(keys.shape[2])
+        assert keys.shape == values.shape
+    assert sizes == [1, 2, 3, 3, 3], f"append returns min(seq_len, window) keys, got sizes {sizes}"
+    assert held_bytes(cache) <= 2 * 2 * 3 * 4 * 4, (
+        f"a float32 cache of window 3 for 2 kv heads of dim 4 holds {held_bytes(cache)} bytes "
+        "after 5 tokens; keys and values need 2 x 2 x 3 x 4 x 4 B = 192: overwrite the oldest slot"
+    )
+    assert sorted(keys[0, 0, :, 0].tolist()) == [2.0, 3.0, 4.0], (
+        "after 5 tokens in a window of 3 the cache must hold tokens 2, 3, 4, "
+        f"got {keys[0, 0, :, 0].tolist()}"
+    )
+
+
+_cache = lambda impl: impl.RollingKVCache(2, 1, 2, 4)  # noqa: E731 - a fresh cache per bad call
+_z = torch.zeros
+
+BAD_CALLS = [
+    BadCall("RollingKVCache(0, 1, 1, 4)", "window 0", lambda impl: impl.RollingKVCache(0, 1, 1, 4)),
+    BadCall("RollingKVCache(-2, 1, 1, 4)", "a negative window",
+            lambda impl: impl.RollingKVCache(-2, 1, 1, 4)),
+    BadCall("RollingKVCache(2, 0, 1, 4)", "batch 0", lambda impl: impl.RollingKVCache(2, 0, 1, 4)),
+    BadCall("RollingKVCache(2, 1, 0, 4)", "no kv heads",
+            lambda impl: impl.RollingKVCache(2, 1, 0, 4)),
+    BadCall("RollingKVCache(2, 1, 1, 0)", "head_dim 0",
+            lambda impl: impl.RollingKVCache(2, 1, 1, 0)),
+    BadCall("RollingKVCache(2.5, 1, 1, 4)", "a window that is no int",
+            lambda impl: impl.RollingKVCache(2.5, 1, 1, 4)),
+    BadCall("RollingKVCache(window=2, batch=1, n_kv_heads=2, head_dim=4).append(k_t [1, 3, 4], "
+            "v_t [1, 3, 4])", "3 kv heads in a cache of 2",
+            lambda impl: _cache(impl).append(_z(1, 3, 4), _z(1, 3, 4))),
+    BadCall("RollingKVCache(2, 1, 2, 4).append(k_t [1, 2, 4], v_t [1, 2, 5])",
+            "v_t of another head_dim", lambda impl: _cache(impl).append(_z(1, 2, 4), _z(1, 2, 5))),
+    BadCall("RollingKVCache(2, 1, 2, 4).append(k_t [2, 4], v_t [2, 4])", "no batch dimension",
+            lambda impl: _cache(impl).append(_z(2, 4), _z(2, 4))),
+    BadCall("sliding_window_decode_step(q_t [1, 2, 3], k_t [1, 2, 3], v_t [1, 2, 3], cache)",
+            "an odd head dim (RoPE rotates pairs)",
+            lambda impl: impl.sliding_window_decode_step(
+                _z(1, 2, 3), _z(1, 2, 3), _z(1, 2, 3), impl.RollingKVCache(2, 1, 2, 3))),
+    BadCall("sliding_window_decode_step(q_t [1, 3, 4], k_t [1, 2, 4], v_t [1, 2, 4], cache)",
+            "kv heads that do not divide the query heads",
+            lambda impl: impl.sliding_window_decode_step(
+                _z(1, 3, 4), _z(1, 2, 4), _z(1, 2, 4), _cache(impl))),
+    BadCall("sliding_window_decode_step(q_t [1, 2, 4], k_t [1, 2, 6], v_t [1, 2, 4], cache)",
+            "k_t's head dim differs from q_t's",
+            lambda impl: impl.sliding_window_decode_step(
+                _z(1, 2, 4), _z(1, 2, 6), _z(1, 2, 4), _cache(impl))),
+    BadCall("sliding_window_decode_step(q_t [1, 2, 4], k_t [1, 2, 4], v_t [1, 1, 4], cache)",
+            "v_t with fewer heads than the cache",
+            lambda impl: impl.sliding_window_decode_step(
+                _z(1, 2, 4), _z(1, 2, 4), _z(1, 1, 4), _cache(impl))),
+    BadCall("sliding_window_decode_step(q_t float16, k_t float32, v_t float32, cache)",
+            "q_t, k_t and v_t of different dtypes",
+            lambda impl: impl.sliding_window_decode_step(
+                _z(1, 2, 4, dtype=torch.float16), _z(1, 2, 4), _z(1, 2, 4), _cache(impl))),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("bad", BAD_CALLS, ids=str)
+def test_decoding_bad_input_raises_value_error(impl, bad):
+    assert_value_error(bad, impl)
+
+
+@given(case=decode_cases())
+def test_rolling_cache_memory_stops_growing_at_the_window(impl, case):
+    B, H, Hkv, D, window, _, dtype, seed = case
+    steps = 3 * window + 1
+    q = randn((B, H, steps, D), seed=seed, dtype=dtype)
+    k, v = (randn((B, Hkv, steps, D), seed=seed + s, dtype=dtype) for s in (1, 2))
+    cache = impl.RollingKVCache(window, B, Hkv, D, dtype=dtype)
+    held = []
+    for t in range(steps):
+        impl.sliding_window_decode_step(q[:, :, t], k[:, :, t], v[:, :, t], cache)
+        held.append(held_bytes(cache))
+    limit = 2 * B * Hkv * window * D * dtype.itemsize
+    assert max(held) <= limit, (
+        f"the cache held {max(held)} bytes; its window of keys and values is {limit} "
+        f"(2 x B={B} x Hkv={Hkv} x window={window} x D={D} x {dtype.itemsize} B). Keep kv heads "
+        "unexpanded and overwrite the oldest slot instead of growing."
+    )
+    assert held[window - 1] == held[-1], (
+        f"the cache held {held[window - 1]} bytes after {window} steps and {held[-1]} after "
+        f"{steps}: it must stop growing once the window is full"
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Decoding
+
+
+def test_decoding_rope_position_keeps_counting(impl):
+    # Window 2, 5 steps: the buffer wraps twice; step 4 must see positions 3 and 4 only.
+    q, k, v = (randn((1, 1, 5, 4), seed=s) for s in range(3))
+    out, cache = decode(impl, q, k, v, 2, torch.float32)
+    assert cache.seq_len == 5, (
+        f"seq_len counts every token appended: expected 5, got {cache.seq_len}"
+    )
+    expected = decode_oracle(q, k, v, 2, torch.float32)
+    assert_close(out[:, :, 4], expected[:, :, 4], hint="RoPE positions are absolute, not slots")
+
+
+@given(case=decode_cases(), rope_base=st.sampled_from([10000.0, 500.0]),
+       sm_scale=st.sampled_from([None, 0.0, 0.7]))  # fmt: skip
+@example(case=(1, 2, 1, 8, 3, 7, torch.float32, 0), rope_base=500.0, sm_scale=None)
+@example(case=(2, 2, 2, 8, 2, 5, torch.float32, 1), rope_base=10000.0, sm_scale=0.0)
+def test_decoding_equals_sliding_window_attention(impl, case, rope_base, sm_scale):
+    B, H, Hkv, D, window, steps, dtype, seed = case
+    q = randn((B, H, steps, D), seed=seed, dtype=dtype)
+    k = randn((B, Hkv, steps, D), seed=seed + 1, dtype=dtype)
+    v = randn((B, Hkv, steps, D), seed=seed + 2, dtype=dtype)
+    out, _ = decode(impl, q, k, v, window, dtype, rope_base=rope_base, sm_scale=sm_scale)
+    assert out.dtype == dtype, f"got {out.dtype} for {dtype} inputs; outputs have q_t's dtype"
+    assert_close(
+        out,
+        decode_oracle(q, k, v, window, dtype, rope_base=rope_base, sm_scale=sm_scale),
+        hint="rotate q_t and k_t at the absolute position cache.seq_len (it keeps counting after "
+        "the ring wraps) with angles p · rope_base^(-2i/D), store the rotated key, attend over the "
+        "slots that hold a key, and scale by sm_scale when given (0.0 included).",
+    )
+
+
+def test_decoding_reads_strided_inputs(impl):
+    q, k, v = (randn((2, 2, 6, 8), seed=s) for s in range(3))
+    views = [strided_like_a_model(t, pad) for t, pad in zip((q, k, v), (0, 2, 5), strict=True)]
+    out, _ = decode(impl, *views, 3, torch.float32)
+    assert_close(
+        out,
+        decode_oracle(q, k, v, 3, torch.float32),
+        hint="q_t, k_t and v_t here are slices of transposed views with different strides",
+    )
+
+
+def test_decoding_survives_scores_in_the_thousands(impl):
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randint(-8, 9, (1, 2, 12, 8), generator=gen) * 16.0
+    k = torch.randint(-8, 9, (1, 1, 12, 8), generator=gen).float()
+    v = randn((1, 1, 12, 8), seed=1)
+    out, _ = decode(impl, q, k, v, 4, torch.float32)
+    assert_close(
+        out,
+        decode_oracle(q, k, v, 4, torch.float32),
+        hint="scores here reach thousands: exp(score) overflows to inf and inf / inf is NaN. "
+        "Subtract the maximum score before exp().",
+    )
+
+
+def test_decoding_thousands_of_steps_keeps_positions_exact(impl):
+    steps, window, last = 3000, 4, 6
+    q, k, v = (randn((1, 1, steps, 8), seed=s) for s in range(3))
+    out, cache = decode(impl, q, k, v, window, torch.float32)
+    assert cache.seq_len == steps
+    positions = torch.arange(steps)[:, None]
+    inv_freq = 10000.0 ** (-torch.arange(0, 8, 2, dtype=torch.float64) / 8)
+    angles = (positions * inv_freq).repeat(1, 2)  # (steps, 8), float64
+    cos, sin = angles.cos(), angles.sin()
+
+    def rotate(x):  # x (1, 1, N, 8) to positions 0 .. N - 1, in float64
+        x = x.double()
+        return x * cos + torch.cat([-x[..., 4:], x[..., :4]], dim=-1) * sin
+
+    expected = attention_oracle(
+        rotate(q)[:, :, -last:], rotate(k).float(), v, causal=True,
+        mask=band_mask(last, steps, window),
+    )  # fmt: skip
+    assert_close(
+        out[:, :, -last:],
+        expected,
+        hint=f"after {steps} steps the angles p · rope_base^(-2i/D) are in the thousands of "
+        "radians: a float32 product p · inv_freq is off by 1e-4 there. Form the angles in float64 "
+        "(or from an exact integer position) before taking cos and sin.",
+    )

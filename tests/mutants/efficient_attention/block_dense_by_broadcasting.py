@@ -1,0 +1,29 @@
+"""Bug: block-sparse attention scores every (query, key) pair by broadcasting, then masks.
+
+(q[:, :, :, None] * k[:, :, None]).sum(-1) costs no FLOPs in the FLOP counter, but it builds an
+N x N x D tensor and its work quadruples when N doubles, however few blocks are allowed.
+"""
+
+CAUGHT_BY = [
+    "test_block_sparse_elements_written_follow_the_allowed_blocks",
+    "test_block_sparse_memory_follows_the_allowed_blocks",
+]
+REPLACE = {
+    "block_sparse_attention": """
+def block_sparse_attention(q, k, v, block_mask, block_size, causal=False, sm_scale=None):
+    _check_attention_inputs(q, k, v)
+    B, H, N, D = q.shape
+    nb = -(-N // block_size)
+    if k.shape[2] != N or block_mask.dtype != torch.bool or tuple(block_mask.shape) != (nb, nb):
+        raise ValueError(f"block_mask must be bool [{nb}, {nb}] and Nk == Nq")
+    acc = _compute_dtype(q.dtype)
+    kk, vv = _expand_kv(k.to(acc), H), _expand_kv(v.to(acc), H)
+    scores = (q.to(acc)[:, :, :, None, :] * kk[:, :, None, :, :]).sum(-1)  # (B, H, N, N)
+    scores = scores * _softmax_scale(sm_scale, D)
+    allowed = block_mask.repeat_interleave(block_size, 0).repeat_interleave(block_size, 1)[:N, :N]
+    if causal:
+        allowed = allowed & torch.ones(N, N, dtype=torch.bool).tril()
+    probs = _softmax_or_zeros(scores, allowed)
+    return (probs[..., None] * vv[:, :, None]).sum(-2).to(q.dtype)
+""",
+}
