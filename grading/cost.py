@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from grading.guards import GuardFailure
 from grading.model import ModelCall, TinyLlama
 from grading.observe import Observation, TensorRecord, observing
 
@@ -54,11 +55,18 @@ def _fresh(value: Any, gen: torch.Generator) -> Any:
     return value
 
 
+def _model_log(models: list[TinyLlama], since: list[int]) -> list[tuple]:
+    pairs = zip(models, since, strict=True)
+    return [(c.tokens, c.batch, c.cache_len) for m, n in pairs for c in m.calls[n:]]
+
+
 def measure(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Observation]:
     """Run `fn(*args, **kwargs)`; return (its result, what the counters saw).
 
-    For a guarded function of the implementation (module level, so calling it twice changes
-    nothing) the figures come from a second call on fresh values of the same shapes.
+    For a guarded function of the implementation (module level, so calling it again changes
+    nothing) the figures come from a second call on fresh values of the same shapes. When it is
+    given the shared model, a third call on those values runs with every counter off; the model,
+    which logs its own calls, must be called the same way as under the counters.
     """
     guard = getattr(fn, "__guard__", None)
     if guard is None:
@@ -66,12 +74,25 @@ def measure(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Obs
             result = fn(*args, **kwargs)
         return result, seen
     result = fn(*args, **kwargs)
+    if getattr(fn, "__guarded_method__", True):  # a method: calling it again changes state
+        return result, guard.last
+    gen = torch.Generator().manual_seed(len(args))
+    fresh_args, fresh_kwargs = _fresh(list(args), gen), _fresh(kwargs, gen)
+    models = [m for m in (*args, *kwargs.values()) if isinstance(m, TinyLlama)]
+    start = [len(m.calls) for m in models]
+    fn(*fresh_args, **fresh_kwargs)
     seen = guard.last
-    if not getattr(fn, "__guarded_method__", True):
-        gen = torch.Generator().manual_seed(len(args))
-        fresh_args = _fresh(list(args), gen)
-        fn(*fresh_args, **_fresh(kwargs, gen))
-        seen = guard.last
+    if models:
+        observed = _model_log(models, start)
+        start = [len(m.calls) for m in models]
+        guard.unobserved(fn, *fresh_args, **fresh_kwargs)
+        unobserved = _model_log(models, start)
+        if unobserved != observed:
+            raise GuardFailure(
+                f"always observed: {fn.__name__} calls the model differently when no counter is "
+                f"on: (tokens, batch, cache length) per call {unobserved[:6]}, but "
+                f"{observed[:6]} under the counters. Every call is measured the same way"
+            )
     return result, seen
 
 

@@ -95,6 +95,7 @@ class Guard:
         self.rules = rules
         self.depth = 0  # > 0 while a guarded call runs: inner calls pass straight through
         self.last = Observation()  # what the latest outermost call did
+        self.probed: dict[str, str | None] = {}  # each probe's verdict, run once per function
 
     def wrap(self, fn, qualname: str, method: bool):
         guard = self
@@ -110,6 +111,15 @@ class Guard:
         guarded.__guard__ = self
         guarded.__guarded_method__ = method
         return guarded
+
+    def unobserved(self, fn, *args, **kwargs):
+        """Call the implementation's own `fn` with no counter on at all (and no guard)."""
+        __tracebackhide__ = True
+        self.depth += 1
+        try:
+            return inspect.unwrap(fn)(*args, **kwargs)
+        finally:
+            self.depth -= 1
 
     def call(self, fn, signature, qualname: str, method: bool, args: tuple, kwargs: dict):
         __tracebackhide__ = True
@@ -157,6 +167,15 @@ class Guard:
                     "every step it will never use; decode under torch.no_grad() (or "
                     "torch.inference_mode())"
                 )
+        if rule.probe is not None:
+            if qualname not in self.probed:
+                self.depth += 1
+                try:
+                    self.probed[qualname] = rule.probe(fn, bound)
+                finally:
+                    self.depth -= 1
+            if self.probed[qualname]:
+                raise GuardFailure(self.probed[qualname])
         return result
 
 

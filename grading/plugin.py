@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 from grading.devices import has_cuda, use_triton_interpreter_without_gpu
 
@@ -26,16 +26,21 @@ from grading.impl import KATAS_DIR, ImplError, kata_of, load_impl  # noqa: E402
 # same verdict on every run, and no stored example from another run is replayed.
 # ci: the same, with more examples. thorough: new random examples on every run, and failures are
 # kept in the example database (.hypothesis/) and replayed first next time (see README.md).
-# Every profile stops at the first failing example of a test and reports only that one.
+# Every profile stops at the first failing example of a test and reports only that one, and
+# skips the "explain" phase (extra runs to say which parts of the example mattered).
 _COMMON = dict(
     deadline=None,
     print_blob=True,
     report_multiple_bugs=False,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.register_profile("dev", max_examples=20, derandomize=True, database=None, **_COMMON)
 settings.register_profile("ci", max_examples=30, derandomize=True, database=None, **_COMMON)
 settings.register_profile("thorough", max_examples=300, **_COMMON)
+# sweep: thorough's random exploration, fewer examples and no database; the self-tests try each
+# reference with it under fixed seeds (`--hypothesis-seed`).
+settings.register_profile("sweep", max_examples=40, database=None, **_COMMON)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 _FIGURES = pytest.StashKey[FigureLog]()
