@@ -126,7 +126,11 @@ class _Counters(TorchDispatchMode):
                 out = func.decompose(*args, **kwargs)
             if out is not NotImplemented:
                 return out
-        out = func(*args, **kwargs)
+        try:
+            out = func(*args, **kwargs)
+        except Exception as exc:  # the solution's own error: its traceback ends in its code
+            __tracebackhide__ = True
+            raise exc.with_traceback(None) from exc.__cause__
         if self.paused:
             return out
         seen = self.seen

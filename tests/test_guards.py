@@ -144,6 +144,11 @@ def test_wrappers_are_transparent(guarded):
         guarded.scale(torch.ones(2), -1.0)
     assert isinstance(info.value, ValueError)
     assert info.traceback[-1].path == Path(guarded.__file__), "the traceback ends in the impl"
+    with pytest.raises(RuntimeError) as info:
+        guarded.matmul(torch.ones(2, 3), torch.ones(2, 3))  # PyTorch refuses, under the counters
+    shown = info.traceback.filter(info)  # what pytest prints: frames marked hidden left out
+    assert shown[-1].path == Path(guarded.__file__), "the traceback ends in the impl"
+    assert "raised inside your matmul(float32 tensor of shape [2, 3]" in str(info.value.__notes__)
 
 
 def test_a_changed_input_names_the_function_and_the_argument(guarded):
