@@ -259,9 +259,8 @@ def _triton_patches(seen: Observation, counters: _Counters) -> list:
     run = jit.JITFunction.run
 
     def counted_run(self, *args, grid, warmup, **kwargs):
-        if not warmup:
-            g = grid(kwargs) if callable(grid) else grid
-            g = tuple(g) + (1,) * (3 - len(g))
+        if not warmup:  # a grid given as a function of the launch's arguments is not evaluated
+            g = (0, 0, 0) if callable(grid) else tuple(grid) + (1,) * (3 - len(grid))
             seen.launches.append(Launch(getattr(self.fn, "__name__", "kernel"), g))
         return run(self, *args, grid=grid, warmup=warmup, **kwargs)
 

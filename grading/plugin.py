@@ -46,6 +46,7 @@ settings.load_profile("ci" if os.environ.get("CI") else "dev")
 _FIGURES = pytest.StashKey[FigureLog]()
 _UNIMPLEMENTED = pytest.StashKey[list]()
 _JUDGE = pytest.StashKey[JudgeSnapshot]()
+_GUARDS = pytest.StashKey[list]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -111,8 +112,14 @@ def impl(request: pytest.FixtureRequest):
         module = load_impl(kata, request.config.getoption("--impl"))
     except ImplError as exc:
         pytest.fail(str(exc), pytrace=False)
-    guard_module(kata, module, KATAS_DIR / kata / "solution.py")
+    guard = guard_module(kata, module, KATAS_DIR / kata / "solution.py")
+    request.config.stash.setdefault(_GUARDS, []).append(guard)
     return module
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for guard in item.config.stash.get(_GUARDS, []):
+        guard.new_test()
 
 
 @pytest.fixture(scope="session")
