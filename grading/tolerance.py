@@ -93,9 +93,28 @@ def assert_close(
     ]
     if torch.isnan(a).any():
         lines.append("  the output holds NaN: often exp() of an unshifted score, or 0/0")
+    else:
+        lines += _precision_note(float((err / bound.clamp_min(1e-300)).max()), dtype or a.dtype)
     if hint:
         lines.append(f"hint: {hint}")
     raise AssertionError("\n".join(lines))
+
+
+# An error at most this many times the allowed one is rounding, not a wrong formula: a wrong
+# formula (a missing key, a wrong scale) misses by orders of magnitude more.
+PRECISION_RATIO = 64
+
+
+def _precision_note(ratio: float, dtype: torch.dtype) -> list[str]:
+    """A line saying the failure is one of precision, when the error is that small."""
+    if ratio > PRECISION_RATIO:
+        return []
+    return [
+        f"  precision: the worst error is only {ratio:.3g} x the allowed one, too small for a "
+        "wrong formula: precision was lost on the way (an exp, softmax or sum run in "
+        f"{str(dtype).replace('torch.', '')} or lower instead of float32, or a value rounded "
+        "to a lower precision early)"
+    ]
 
 
 def max_abs_error(actual: torch.Tensor, expected: torch.Tensor) -> float:
@@ -154,9 +173,11 @@ def assert_error_within(
     theirs = max_abs_error(baseline, expected)
     if ours <= factor * theirs + floor:
         return
-    raise AssertionError(
+    allowed = factor * theirs + floor
+    lines = [
         f"{name}: max abs error {ours:.3g} vs the float64 oracle is more than {factor:g} x the "
-        f"baseline's {theirs:.3g} + floor {floor:.3g}\n"
-        f"  actual: {_describe(actual)}; output scale {scale:.4g}"
-        + (f"\nhint: {hint}" if hint else "")
-    )
+        f"baseline's {theirs:.3g} + floor {floor:.3g}",
+        f"  actual: {_describe(actual)}; output scale {scale:.4g}",
+        *_precision_note(ours / allowed, actual.dtype),
+    ]
+    raise AssertionError("\n".join(lines) + (f"\nhint: {hint}" if hint else ""))

@@ -41,6 +41,15 @@ def test_failure_message_says_where_and_how_much():
         assert_close(torch.full((2, 3), float("nan")), expected)
 
 
+def test_a_small_miss_is_called_a_precision_problem():
+    expected = torch.randn(4, 8, dtype=torch.float64)
+    with pytest.raises(AssertionError, match="precision: the worst error is only"):
+        assert_close((expected * 1.006).half(), expected, hint="read the blocks in order")
+    with pytest.raises(AssertionError) as info:
+        assert_close(expected.flip(0).half(), expected)  # a wrong result, not a rounding one
+    assert "precision" not in str(info.value)
+
+
 def test_error_within_a_baseline():
     oracle = torch.randn(64, dtype=torch.float64)
     baseline = oracle.half()
