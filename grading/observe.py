@@ -3,14 +3,15 @@
 `observing()` watches one call and fills an `Observation`:
 
 - the FLOPs of matrix products and attention (`torch.utils.flop_counter`'s formulas, plus the one
-  PyTorch lacks for its CPU attention kernel);
+  PyTorch lacks for its CPU attention kernel), and beside them the elementwise products, which
+  those formulas count as zero;
 - the largest tensor any PyTorch op produced (views excluded, since they allocate nothing);
 - the names of the PyTorch operators that ran, so a kata can forbid some (fused attention, say);
 - the Triton kernels launched, with their grids and, under Triton's interpreter, how many
   elements each program loaded;
-- work taken off the books: `.numpy()`, `__array__` (what NumPy calls to read a tensor) and
-  `.tolist()` of a large floating-point tensor fail at once, since no counter sees what happens
-  to the numbers afterwards.
+- work taken off the books: `.numpy()`, `__array__` (what NumPy calls to read a tensor),
+  `__dlpack__` and `.tolist()` of a large floating-point tensor fail at once, since no counter
+  sees what happens to the numbers afterwards.
 
 The same counters run whether a test measures cost or only checks a result, so an
 implementation cannot tell the two apart.
@@ -100,6 +101,7 @@ class Observation:
 
     flops: int = 0
     largest: TensorRecord = field(default_factory=TensorRecord)
+    multiplies: int = 0  # elementwise products (mul and friends): FLOPs count them as zero
     ops: set[str] = field(default_factory=set)  # operator names, e.g. "mm", "softmax"
     launches: list[Launch] = field(default_factory=list)
 
@@ -135,6 +137,8 @@ class _Counters(TorchDispatchMode):
             return out
         seen = self.seen
         seen.ops.add(info.name)
+        if info.name in _PRODUCTS and isinstance(out, torch.Tensor):
+            seen.multiplies += out.numel()
         if info.on_shapes is not None:
             shapes = {k: _shapes(v) for k, v in kwargs.items()}
             seen.flops += int(info.on_shapes(*_shapes(args), out_shape=_shapes(out), **shapes))
@@ -159,6 +163,9 @@ class _OpInfo:
     view: bool  # allocates nothing
 
 
+# Elementwise products: every expert applied to every token by broadcasting is one of these,
+# scored zero by the FLOP formulas.
+_PRODUCTS = frozenset({"mul", "mul_", "addcmul", "addcmul_", "div", "div_"})
 _INFO: dict[int, _OpInfo] = {}  # by id(operator): an operator's own hash is slow Python
 
 
@@ -226,10 +233,21 @@ def _off_the_books_patches(real: dict) -> dict:
             )
         return real["tolist"](self)
 
-    return {"numpy": numpy, "__array__": array, "tolist": tolist}
+    def dlpack(self, *args, **kwargs):
+        if not _called_from_library():
+            raise OffTheBooks(
+                f"off the books: the implementation exported a tensor of shape "
+                f"{tuple(self.shape)} through DLPack (np.from_dlpack, say); work done outside "
+                "PyTorch is invisible to the cost counters. Compute with PyTorch operations"
+            )
+        return real["__dlpack__"](self, *args, **kwargs)
+
+    return {"numpy": numpy, "__array__": array, "tolist": tolist, "__dlpack__": dlpack}
 
 
-_REAL_TENSOR_METHODS = {n: getattr(torch.Tensor, n) for n in ("numpy", "__array__", "tolist")}
+_REAL_TENSOR_METHODS = {
+    n: getattr(torch.Tensor, n) for n in ("numpy", "__array__", "tolist", "__dlpack__")
+}
 _GUARDED_TENSOR_METHODS = _off_the_books_patches(_REAL_TENSOR_METHODS)
 
 

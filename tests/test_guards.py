@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 
-from grading.cost import count_flops, largest_tensor
+from grading.cost import count_flops, largest_tensor, measure
 from grading.guards import GuardFailure, JudgeSnapshot, guard_module
 from grading.impl import REPO_ROOT, load_module
 from grading.mutants import Mutant, judge
@@ -110,6 +110,10 @@ def long_list(x):
 
 def matmul(a, b):
     return a @ b
+
+
+def outer(a, b):
+    return a * b
 '''
 STUB = """
 def scale(x, factor=2.0, *, out_dtype=None): ...
@@ -118,6 +122,7 @@ def with_numpy(x): ...
 def token_ids(ids, x): ...
 def long_list(x): ...
 def matmul(a, b): ...
+def outer(a, b): ...
 class Box: ...
 class Refused(ValueError): ...
 """
@@ -174,6 +179,8 @@ def test_cost_helpers_read_the_always_on_counters(guarded):
     _, record = largest_tensor(guarded.matmul, a, b)
     assert record.numel == 24
     assert guarded.matmul.__guard__.last.flops == flops, "the same counters as any other call"
+    _, seen = measure(guarded.outer, torch.ones(3, 1), torch.ones(4))  # broadcast: 12 products
+    assert seen.multiplies == 12 and seen.flops == 0
 
 
 def test_the_judge_snapshot_sees_a_replaced_function(monkeypatch):
