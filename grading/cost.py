@@ -13,8 +13,8 @@ noise. These counters measure the work itself, the same on every run:
 Every call the tests make into an implementation already runs under these counters
 (`grading.guards`); for such a call `count_flops` and `largest_tensor` read what the always-on
 counters saw, so a measured call looks exactly like any other. A module-level function is then
-measured on a second call with fresh values of the same shapes, so that a result remembered from
-an earlier call costs what computing it costs.
+called again with fresh values of the same shapes, so that an answer remembered from earlier
+work shows (see `measure`).
 """
 
 from __future__ import annotations
@@ -60,13 +60,35 @@ def _model_log(models: list[TinyLlama], since: list[int]) -> list[tuple]:
     return [(c.tokens, c.batch, c.cache_len) for m, n in pairs for c in m.calls[n:]]
 
 
+def _float_leaves(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value] if value.is_floating_point() and value.numel() > 1 else []
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _float_leaves(v)]
+    return []
+
+
+def _same_result(a: Any, b: Any) -> bool:
+    """Both results hold floating-point tensors, and they are identical, bit for bit."""
+    first, second = _float_leaves(a), _float_leaves(b)
+    return (
+        bool(first)
+        and len(first) == len(second)
+        and all(
+            x.shape == y.shape and torch.equal(x, y) for x, y in zip(first, second, strict=True)
+        )
+    )
+
+
 def measure(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Observation]:
     """Run `fn(*args, **kwargs)`; return (its result, what the counters saw).
 
-    For a guarded function of the implementation (module level, so calling it again changes
-    nothing) the figures come from a second call on fresh values of the same shapes. When it is
-    given the shared model, a third call on those values runs with every counter off; the model,
-    which logs its own calls, must be called the same way as under the counters.
+    A guarded function of the implementation (module level, so that calling it again changes
+    nothing) is called again on fresh values of the same shapes. An answer that comes from a
+    memory of earlier calls shows: the fresh call costs more than twice as much, or returns the
+    very same numbers. When the function is given the shared model, a third call on the fresh
+    values runs with every counter off; the model, which logs its own calls, must be called the
+    same way as under the counters.
     """
     guard = getattr(fn, "__guard__", None)
     if guard is None:
@@ -74,14 +96,28 @@ def measure(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Obs
             result = fn(*args, **kwargs)
         return result, seen
     result = fn(*args, **kwargs)
+    seen = guard.last
     if getattr(fn, "__guarded_method__", True):  # a method: calling it again changes state
-        return result, guard.last
+        return result, seen
     gen = torch.Generator().manual_seed(len(args))
     fresh_args, fresh_kwargs = _fresh(list(args), gen), _fresh(kwargs, gen)
     models = [m for m in (*args, *kwargs.values()) if isinstance(m, TinyLlama)]
     start = [len(m.calls) for m in models]
-    fn(*fresh_args, **fresh_kwargs)
-    seen = guard.last
+    fresh_result = fn(*fresh_args, **fresh_kwargs)
+    fresh = guard.last
+    inputs_changed = _float_leaves(list(args) + list(kwargs.values()))
+    if fresh.flops > 2 * seen.flops + 1000 or fresh.largest.numel > 2 * seen.largest.numel + 1000:
+        raise GuardFailure(
+            f"answers from memory: {fn.__name__} cost {seen.flops:,} FLOPs (largest tensor "
+            f"{seen.largest.numel:,} elements) on the values this test gave it, but "
+            f"{fresh.flops:,} ({fresh.largest.numel:,}) on fresh values of the same shapes: the "
+            "cheap answer was remembered from earlier work. Compute every answer when asked"
+        )
+    if inputs_changed and _same_result(result, fresh_result):
+        raise GuardFailure(
+            f"answers from memory: {fn.__name__} returned the very same numbers for fresh input "
+            "values of the same shapes; compute every answer from the values it is given"
+        )
     if models:
         observed = _model_log(models, start)
         start = [len(m.calls) for m in models]

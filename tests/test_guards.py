@@ -114,6 +114,15 @@ def matmul(a, b):
 
 def outer(a, b):
     return a * b
+
+
+_SEEN = {}
+
+
+def remembered(x):
+    if x.shape not in _SEEN:
+        _SEEN[x.shape] = x @ x.T
+    return _SEEN[x.shape]
 '''
 STUB = """
 def scale(x, factor=2.0, *, out_dtype=None): ...
@@ -123,6 +132,7 @@ def token_ids(ids, x): ...
 def long_list(x): ...
 def matmul(a, b): ...
 def outer(a, b): ...
+def remembered(x): ...
 class Box: ...
 class Refused(ValueError): ...
 """
@@ -181,6 +191,11 @@ def test_cost_helpers_read_the_always_on_counters(guarded):
     assert guarded.matmul.__guard__.last.flops == flops, "the same counters as any other call"
     _, seen = measure(guarded.outer, torch.ones(3, 1), torch.ones(4))  # broadcast: 12 products
     assert seen.multiplies == 12 and seen.flops == 0
+
+
+def test_an_answer_kept_from_an_earlier_call_is_caught(guarded):
+    with pytest.raises(GuardFailure, match="answers from memory: remembered returned the very"):
+        count_flops(guarded.remembered, torch.randn(4, 4))
 
 
 def test_the_judge_snapshot_sees_a_replaced_function(monkeypatch):

@@ -2,13 +2,13 @@
 
 It computes dense N x N attention (quadratic work), but at import it precomputes the answers for
 the inputs a cost test is likely to draw and returns those from a table when they come. Caught
-because a measured call is repeated on fresh values of the same shapes, and the cost is read
-from that call.
+because a measured call is repeated on fresh values of the same shapes: there it costs what
+computing costs, far more than the remembered answer did.
 """
 
 KATA = "efficient_attention"
 TESTS = ["test_sliding_window_flops_grow_with_n_times_window"]
-EXPECT = "quadruples"
+EXPECT = "answers from memory: sliding_window_attention cost 0 FLOPs"
 REPLACE = {
     "sliding_window_attention": """
         _REMEMBERED = {}
