@@ -108,7 +108,10 @@ class Guard:
 
     def wrap(self, fn, qualname: str, method: bool):
         guard = self
-        signature = inspect.signature(fn)
+        try:
+            signature = inspect.signature(fn)
+        except (TypeError, ValueError):  # a callable without one: arguments named by position
+            signature = None
 
         @functools.wraps(fn)
         def guarded(*args, **kwargs):
@@ -134,7 +137,7 @@ class Guard:
         __tracebackhide__ = True
         try:
             bound = signature.bind(*args, **kwargs).arguments
-        except TypeError:
+        except (TypeError, AttributeError):  # the call itself will say what is wrong
             bound = {f"argument {i}": a for i, a in enumerate(args)} | kwargs
         names = list(bound)[1:] if method else list(bound)
         tensors = [(label, t) for n in names for label, t in _tensors(bound[n], n)]
@@ -155,6 +158,22 @@ class Guard:
         finally:
             self.depth -= 1
         self.last = seen
+        self._check(qualname, seen, saved, zip(models, calls_before, strict=True))
+        rule = self.rules.get(qualname, Rule())
+        if rule.probe is not None:
+            if qualname not in self.probed:
+                self.depth += 1
+                try:
+                    self.probed[qualname] = rule.probe(fn, bound)
+                finally:
+                    self.depth -= 1
+            if self.probed[qualname]:
+                raise GuardFailure(self.probed[qualname])
+        return result
+
+    def _check(self, qualname: str, seen: Observation, saved: list, model_logs) -> None:
+        """Fail unless the call left its inputs alone and kept to the rules."""
+        __tracebackhide__ = True
         for label, t, before in saved:
             if not _same(before, t):
                 raise GuardFailure(
@@ -173,23 +192,13 @@ class Guard:
                 f"no kernel: {qualname} launched no Triton kernel; this level's task is a Triton "
                 "kernel (`kernel[grid](...)`), not PyTorch operations"
             )
-        for model, start in zip(models, calls_before, strict=True):
+        for model, start in model_logs:
             if any(c.grad_enabled for c in model.calls[start:]):
                 raise GuardFailure(
                     f"grad mode: {qualname} ran the model with autograd on, building a graph of "
                     "every step it will never use; decode under torch.no_grad() (or "
                     "torch.inference_mode())"
                 )
-        if rule.probe is not None:
-            if qualname not in self.probed:
-                self.depth += 1
-                try:
-                    self.probed[qualname] = rule.probe(fn, bound)
-                finally:
-                    self.depth -= 1
-            if self.probed[qualname]:
-                raise GuardFailure(self.probed[qualname])
-        return result
 
 
 def guard_module(kata: str, module: ModuleType, stub: Path) -> Guard:
@@ -197,10 +206,13 @@ def guard_module(kata: str, module: ModuleType, stub: Path) -> Guard:
     guard = Guard(kata, rules_for(kata))
     for name in api_names(stub):
         obj = getattr(module, name, None)
-        if inspect.isfunction(obj):
+        if inspect.isclass(obj):
+            if not issubclass(obj, (BaseException, tuple)):  # exceptions, named tuples: data
+                for cls in obj.__mro__[:-1]:  # the class, and the bases the file defines
+                    if cls is obj or cls.__module__ == module.__name__:
+                        _guard_class(guard, cls, name)
+        elif callable(obj):  # a function, or anything else that stands in for one
             setattr(module, name, guard.wrap(obj, name, method=False))
-        elif inspect.isclass(obj) and not issubclass(obj, (BaseException, tuple)):
-            _guard_class(guard, obj, name)
     return guard
 
 
@@ -209,6 +221,8 @@ def _guard_class(guard: Guard, cls: type, name: str) -> None:
     for attr, value in list(vars(cls).items()):
         if attr.startswith("_") and attr not in ("__init__", "__call__"):
             continue
+        if getattr(getattr(value, "fget", value), "__guard__", None) is not None:
+            continue  # a base shared by two classes of the API: wrapped already
         qualname = f"{name}.{attr}"
         if inspect.isfunction(value):
             setattr(cls, attr, guard.wrap(value, qualname, method=True))

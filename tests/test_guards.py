@@ -61,6 +61,7 @@ def test_each_cheat_fails_with_its_guards_message(path, tmp_path):
 
 SOURCE = '''
 import dataclasses
+import functools
 import numpy as np
 import torch
 
@@ -69,8 +70,13 @@ class Refused(ValueError):
     pass
 
 
+class _Base:
+    def poke(self, t):
+        t.add_(1)
+
+
 @dataclasses.dataclass
-class Box:
+class Box(_Base):
     items: list
 
     def push(self, x):
@@ -112,6 +118,9 @@ def matmul(a, b):
     return a @ b
 
 
+halve = functools.partial(scale, factor=0.5)
+
+
 def outer(a, b):
     return a * b
 
@@ -132,6 +141,7 @@ def token_ids(ids, x): ...
 def long_list(x): ...
 def matmul(a, b): ...
 def outer(a, b): ...
+def halve(x): ...
 def remembered(x): ...
 class Box: ...
 class Refused(ValueError): ...
@@ -164,6 +174,12 @@ def test_wrappers_are_transparent(guarded):
     shown = info.traceback.filter(info)  # what pytest prints: frames marked hidden left out
     assert shown[-1].path == Path(guarded.__file__), "the traceback ends in the impl"
     assert "raised inside your matmul(float32 tensor of shape [2, 3]" in str(info.value.__notes__)
+
+
+def test_no_way_around_the_guards(guarded):
+    assert guarded.halve.__guard__ is not None, "any callable of the API is guarded"
+    with pytest.raises(GuardFailure, match="Box.poke changed its argument `t`"):
+        guarded.Box([]).poke(torch.ones(2))  # a method inherited from a private base class
 
 
 def test_a_changed_input_names_the_function_and_the_argument(guarded):
