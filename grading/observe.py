@@ -283,9 +283,11 @@ def _triton_patches(seen: Observation, counters: _Counters) -> list:
         return run(self, *args, grid=grid, warmup=warmup, **kwargs)
 
     patches.append((jit.JITFunction, {"run": counted_run}))
+    builder = getattr(interpreter, "interpreter_builder", None)
+    if builder is None or not hasattr(type(builder), "create_masked_load"):
+        return patches  # another Triton's interpreter: launches on a GPU are still counted
 
     executor_call = interpreter.GridExecutor.__call__
-    builder = interpreter.interpreter_builder
     load = type(builder).create_masked_load
 
     def counted_call(self, *args, **kwargs):
