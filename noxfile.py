@@ -74,6 +74,22 @@ def selftest(session: nox.Session) -> None:
     pytest(session, "tests", "-n", "auto", "-v", "--durations=10")
 
 
+SWEEP_SEEDS = ("0", "1", "2", "3", "4")
+
+
+@nox.session(default=False)
+def references(session: nox.Session) -> None:
+    """Every reference under the thorough profile with seeds 0-4; any failure fails (slow)."""
+    python = shared_python(session)
+    for kata_dir in sorted((ROOT / "katas").glob("*/solution.py")):
+        for seed in SWEEP_SEEDS:
+            session.run(
+                python, "-m", "pytest", str(kata_dir.parent), "--impl", "reference", "-q",
+                "--hypothesis-profile", "thorough", "--hypothesis-seed", seed, *session.posargs,
+                external=True,
+            )  # fmt: skip
+
+
 @nox.session(default=False)
 def lint(session: nox.Session) -> None:
     """Check style with ruff (lint and format)."""

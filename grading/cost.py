@@ -4,75 +4,140 @@ Speed is part of correctness in these katas, but wall-clock time on a shared 2-c
 noise. These counters measure the work itself, the same on every run:
 
 - `count_flops`: floating-point operations of matrix products and attention, as counted by
-  `torch.utils.flop_counter` (elementwise ops count zero there);
+  `torch.utils.flop_counter`'s formulas (elementwise ops count zero there);
 - `largest_tensor`: the biggest tensor any PyTorch op produced during a call (views excluded,
   since they allocate nothing);
 - `elements_written`: the elements all PyTorch ops produced together during a call: the work
   that elementwise products and sums do, which FLOP counting scores as zero;
 - `held_bytes`: the bytes an object (a cache, say) keeps in tensors;
-- `CountingModel`: wraps a model and records every forward call and how many tokens it was fed.
+- `model.calls`: the shared model (`grading.model`) logs every forward call itself.
+
+Every call the tests make into an implementation already runs under these counters
+(`grading.guards`); for such a call `count_flops` and `largest_tensor` read what the always-on
+counters saw, so a measured call looks exactly like any other. A module-level function is then
+called again with fresh values of the same shapes, so that an answer remembered from earlier
+work shows (see `measure`).
 """
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_leaves
-from torch.utils.flop_counter import FlopCounterMode
+
+from grading.guards import GuardFailure
+from grading.model import ModelCall, TinyLlama
+from grading.observe import Observation, TensorRecord, observing
+
+__all__ = [
+    "ModelCall",
+    "TensorRecord",
+    "count_flops",
+    "held_bytes",
+    "largest_tensor",
+    "measure",
+    "CountingModel",
+]
 
 
-def _cpu_attention_flops(query_shape, key_shape, value_shape, *args, **kwargs) -> int:
-    """Scores (2·Nq·Nk·D) plus weighted sum (2·Nq·Nk·Dv) for every batch and head."""
-    *lead, n_q, d = query_shape
-    n_k, d_v = key_shape[-2], value_shape[-1]
-    return 2 * math.prod(lead) * n_q * n_k * (d + d_v)
+def _fresh(value: Any, gen: torch.Generator) -> Any:
+    """`value` with every floating-point tensor's elements scaled by factors in [0.5, 1.5]:
+    new numbers of the same shape, dtype, layout and signs (zeros and infinities stay)."""
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        factor = torch.rand(value.shape, generator=gen, dtype=torch.float64) + 0.5
+        fresh = torch.empty_like(value)  # keeps the strides of a dense layout
+        fresh.copy_((value.detach().cpu().double() * factor).to(value.dtype))
+        return fresh.requires_grad_(value.requires_grad)
+    if isinstance(value, (list, tuple)) and type(value) in (list, tuple):
+        return type(value)(_fresh(v, gen) for v in value)
+    if isinstance(value, dict) and type(value) is dict:
+        return {k: _fresh(v, gen) for k, v in value.items()}
+    return value
 
 
-def _extra_formulas() -> dict:
-    """FLOP formulas PyTorch lacks: its CPU kernel for scaled_dot_product_attention counts zero,
-    which would let a dense solution hide its N² work behind one call."""
-    op = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
-    return {} if op is None else {op: _cpu_attention_flops}
+def _model_log(models: list[TinyLlama], since: list[int]) -> list[tuple]:
+    pairs = zip(models, since, strict=True)
+    return [(c.tokens, c.batch, c.cache_len) for m, n in pairs for c in m.calls[n:]]
+
+
+def _float_leaves(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value] if value.is_floating_point() and value.numel() > 1 else []
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _float_leaves(v)]
+    return []
+
+
+def _same_result(a: Any, b: Any) -> bool:
+    """Both results hold floating-point tensors, and they are identical, bit for bit."""
+    first, second = _float_leaves(a), _float_leaves(b)
+    return (
+        bool(first)
+        and len(first) == len(second)
+        and all(
+            x.shape == y.shape and torch.equal(x, y) for x, y in zip(first, second, strict=True)
+        )
+    )
+
+
+def measure(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Observation]:
+    """Run `fn(*args, **kwargs)`; return (its result, what the counters saw).
+
+    A guarded function of the implementation (module level, so that calling it again changes
+    nothing) is called again on fresh values of the same shapes. An answer that comes from a
+    memory of earlier calls shows: the fresh call costs more than twice as much, or returns the
+    very same numbers. When the function is given the shared model, a third call on the fresh
+    values runs with every counter off; the model, which logs its own calls, must be called the
+    same way as under the counters.
+    """
+    guard = getattr(fn, "__guard__", None)
+    if guard is None:
+        with observing() as seen:
+            result = fn(*args, **kwargs)
+        return result, seen
+    result = fn(*args, **kwargs)
+    seen = guard.last
+    if getattr(fn, "__guarded_method__", True):  # a method: calling it again changes state
+        return result, seen
+    gen = torch.Generator().manual_seed(len(args))
+    fresh_args, fresh_kwargs = _fresh(list(args), gen), _fresh(kwargs, gen)
+    models = [m for m in (*args, *kwargs.values()) if isinstance(m, TinyLlama)]
+    start = [len(m.calls) for m in models]
+    fresh_result = fn(*fresh_args, **fresh_kwargs)
+    fresh = guard.last
+    inputs_changed = _float_leaves(list(args) + list(kwargs.values()))
+    if fresh.flops > 2 * seen.flops + 1000 or fresh.largest.numel > 2 * seen.largest.numel + 1000:
+        raise GuardFailure(
+            f"answers from memory: {fn.__name__} cost {seen.flops:,} FLOPs (largest tensor "
+            f"{seen.largest.numel:,} elements) on the values this test gave it, but "
+            f"{fresh.flops:,} ({fresh.largest.numel:,}) on fresh values of the same shapes: the "
+            "cheap answer was remembered from earlier work. Compute every answer when asked"
+        )
+    if inputs_changed and _same_result(result, fresh_result):
+        raise GuardFailure(
+            f"answers from memory: {fn.__name__} returned the very same numbers for fresh input "
+            "values of the same shapes; compute every answer from the values it is given"
+        )
+    if models:
+        observed = _model_log(models, start)
+        start = [len(m.calls) for m in models]
+        guard.unobserved(fn, *fresh_args, **fresh_kwargs)
+        unobserved = _model_log(models, start)
+        if unobserved != observed:
+            raise GuardFailure(
+                f"always observed: {fn.__name__} calls the model differently when no counter is "
+                f"on: (tokens, batch, cache length) per call {unobserved[:6]}, but "
+                f"{observed[:6]} under the counters. Every call is measured the same way"
+            )
+    return result, seen
 
 
 def count_flops(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, int]:
     """Run `fn(*args, **kwargs)` and return (its result, the FLOPs it spent)."""
-    with FlopCounterMode(display=False, custom_mapping=_extra_formulas()) as counter:
-        result = fn(*args, **kwargs)
-    return result, int(counter.get_total_flops())
-
-
-@dataclass
-class TensorRecord:
-    numel: int = 0
-    nbytes: int = 0
-    shape: tuple[int, ...] = ()
-    op: str = ""
-
-    def __str__(self) -> str:
-        return f"{self.numel} elements, shape {self.shape}, made by {self.op or 'nothing'}"
-
-
-class _LargestTensorMode(TorchDispatchMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.largest = TensorRecord()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        if not func.is_view:
-            for t in tree_leaves(out):
-                if isinstance(t, torch.Tensor) and t.numel() > self.largest.numel:
-                    self.largest = TensorRecord(
-                        t.numel(), t.numel() * t.element_size(), tuple(t.shape), str(func)
-                    )
-        return out
+    result, seen = measure(fn, *args, **kwargs)
+    return result, seen.flops
 
 
 def largest_tensor(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, TensorRecord]:
@@ -80,9 +145,8 @@ def largest_tensor(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[A
 
     Work done inside a Triton kernel is invisible here; only PyTorch ops are seen.
     """
-    with _LargestTensorMode() as mode:
-        result = fn(*args, **kwargs)
-    return result, mode.largest
+    result, seen = measure(fn, *args, **kwargs)
+    return result, seen.largest
 
 
 class _ElementsWrittenMode(TorchDispatchMode):
@@ -127,28 +191,13 @@ def held_bytes(obj: Any, seen: set[int] | None = None) -> int:
     return 0
 
 
-@dataclass
-class ModelCall:
-    tokens: int  # ids.shape[1]: how many positions this call fed
-    batch: int
-    cache_len: int | None  # cache.seq_len before the call, None without a cache
+def CountingModel(model: TinyLlama) -> TinyLlama:  # noqa: N802 - the name tests already use
+    """The shared model itself, its call log emptied: read `.calls` and `.tokens_fed` after.
 
-
-@dataclass
-class CountingModel:
-    """A model wrapper that records each forward call; everything else passes through."""
-
-    model: Any
-    calls: list[ModelCall] = field(default_factory=list)
-
-    def __call__(self, ids: torch.Tensor, cache: Any = None) -> torch.Tensor:
-        cache_len = None if cache is None else int(cache.seq_len)
-        self.calls.append(ModelCall(int(ids.shape[1]), int(ids.shape[0]), cache_len))
-        return self.model(ids, cache=cache)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.model, name)
-
-    @property
-    def tokens_fed(self) -> list[int]:
-        return [c.tokens for c in self.calls]
+    No wrapper: the model logs its own calls, so an implementation sees the same object whether
+    or not a test counts.
+    """
+    if not isinstance(model, TinyLlama):
+        raise TypeError(f"the shared model (grading.model.TinyLlama) logs its calls, not {model!r}")
+    model.calls.clear()
+    return model

@@ -1,8 +1,9 @@
 """The pytest plugin every kata's tests run under (loaded by the repository's conftest.py).
 
 It adds `--impl` and `--figures`, registers the Hypothesis profiles, switches Triton to its CPU
-interpreter when there is no GPU, skips GPU tests on the CPU, and turns "not implemented yet"
-failures into one short line each.
+interpreter when there is no GPU, skips GPU tests on the CPU, puts the guards of
+`grading.guards` around the implementation under test (and checks after each test that the judge
+was left alone), and turns "not implemented yet" failures into one short line each.
 """
 
 from __future__ import annotations
@@ -10,23 +11,42 @@ from __future__ import annotations
 import os
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 from grading.devices import has_cuda, use_triton_interpreter_without_gpu
-from grading.figures import FigureLog
-from grading.impl import ImplError, kata_of, load_impl
 
+# Before anything imports Triton (torch.utils.flop_counter does, under the guards).
 use_triton_interpreter_without_gpu()
 
-# dev: the learner's inner loop. ci: the same draws on every run. thorough: before you submit.
-_COMMON = dict(deadline=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow])
-settings.register_profile("dev", max_examples=20, **_COMMON)
+from grading.figures import FigureLog  # noqa: E402
+from grading.guards import GuardFailure, JudgeSnapshot, guard_module  # noqa: E402
+from grading.impl import KATAS_DIR, ImplError, kata_of, load_impl  # noqa: E402
+
+# dev: the learner's inner loop, derandomised: unchanged code gets the same examples and so the
+# same verdict on every run, and no stored example from another run is replayed.
+# ci: the same, with more examples. thorough: new random examples on every run, and failures are
+# kept in the example database (.hypothesis/) and replayed first next time (see README.md).
+# Every profile stops at the first failing example of a test and reports only that one, and
+# skips the "explain" phase (extra runs to say which parts of the example mattered).
+_COMMON = dict(
+    deadline=None,
+    print_blob=True,
+    report_multiple_bugs=False,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile("dev", max_examples=20, derandomize=True, database=None, **_COMMON)
 settings.register_profile("ci", max_examples=30, derandomize=True, database=None, **_COMMON)
 settings.register_profile("thorough", max_examples=300, **_COMMON)
+# sweep: thorough's random exploration, fewer examples and no database; the self-tests try each
+# reference with it under fixed seeds (`--hypothesis-seed`).
+settings.register_profile("sweep", max_examples=40, database=None, **_COMMON)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 _FIGURES = pytest.StashKey[FigureLog]()
 _UNIMPLEMENTED = pytest.StashKey[list]()
+_JUDGE = pytest.StashKey[JudgeSnapshot]()
+_GUARDS = pytest.StashKey[list]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -59,13 +79,47 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Record the judge (grading, the test modules, PyTorch's functions) before any
+    implementation is imported: the `impl` fixture imports it later, while tests run."""
+    modules = {id(m): m for item in session.items if (m := getattr(item, "module", None))}
+    if any("impl" in getattr(item, "fixturenames", ()) for item in session.items):
+        session.config.stash[_JUDGE] = JudgeSnapshot(list(modules.values()))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """After each test of an implementation: fail it if the judge was changed meanwhile."""
+    result = yield
+    judge = item.config.stash.get(_JUDGE, None)
+    if judge is not None and "impl" in getattr(item, "fixturenames", ()):
+        changed = judge.changes()
+        if changed:
+            raise GuardFailure(
+                "the judge was changed: the implementation replaced "
+                f"{', '.join(changed[:5])}{' ...' if len(changed) > 5 else ''}. A solution may "
+                "not patch the test harness (grading), the tests, or the PyTorch functions they "
+                "use"
+            )
+    return result
+
+
 @pytest.fixture(scope="module")
 def impl(request: pytest.FixtureRequest):
-    """The module under test for this kata, as chosen by `--impl`."""
+    """The module under test for this kata, as chosen by `--impl`, with its API guarded."""
+    kata = kata_of(request.path)
     try:
-        return load_impl(kata_of(request.path), request.config.getoption("--impl"))
+        module = load_impl(kata, request.config.getoption("--impl"))
     except ImplError as exc:
         pytest.fail(str(exc), pytrace=False)
+    guard = guard_module(kata, module, KATAS_DIR / kata / "solution.py")
+    request.config.stash.setdefault(_GUARDS, []).append(guard)
+    return module
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for guard in item.config.stash.get(_GUARDS, []):
+        guard.new_test()
 
 
 @pytest.fixture(scope="session")

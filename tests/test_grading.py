@@ -11,8 +11,9 @@ import torch
 from grading.cost import CountingModel, count_flops, held_bytes, largest_tensor
 from grading.figures import FigureLog, markdown_table
 from grading.impl import REPO_ROOT, ImplError, kata_of, resolve_impl
+from grading.model import make_model
 from grading.oracles import attention_oracle
-from grading.tolerance import TOLERANCES, assert_close, assert_error_within
+from grading.tolerance import TOLERANCES, assert_close, assert_error_within, error_floor
 
 
 @pytest.mark.parametrize("dtype", list(TOLERANCES))
@@ -40,12 +41,32 @@ def test_failure_message_says_where_and_how_much():
         assert_close(torch.full((2, 3), float("nan")), expected)
 
 
+def test_a_small_miss_is_called_a_precision_problem():
+    expected = torch.randn(4, 8, dtype=torch.float64)
+    with pytest.raises(AssertionError, match="precision: the worst error is only"):
+        assert_close((expected * 1.006).half(), expected, hint="read the blocks in order")
+    with pytest.raises(AssertionError) as info:
+        assert_close(expected.flip(0).half(), expected)  # a wrong result, not a rounding one
+    assert "precision" not in str(info.value)
+
+
 def test_error_within_a_baseline():
     oracle = torch.randn(64, dtype=torch.float64)
     baseline = oracle.half()
     assert_error_within(oracle.half(), oracle, baseline)
     with pytest.raises(AssertionError, match="baseline"):
         assert_error_within((oracle * 1.01).half(), oracle, baseline)
+
+
+def test_a_lucky_baseline_does_not_fail_a_correct_float32_result():
+    oracle = torch.randn(64, dtype=torch.float64) * 10
+    scale = float(oracle.abs().max())
+    exact = oracle.float()  # a baseline that happened to round perfectly
+    rounded = (oracle + 7e-6 * scale).float()  # what a correct float32 chain can accumulate
+    assert_error_within(rounded, oracle, exact)
+    assert error_floor(torch.float32, scale) < 1e-4 * scale
+    with pytest.raises(AssertionError, match="baseline"):
+        assert_error_within((oracle + 1e-4 * scale).float(), oracle, exact)  # a real bug
 
 
 def test_flops_of_a_matmul():
@@ -88,17 +109,16 @@ def test_held_bytes_counts_each_storage_once():
     assert held_bytes(Cache()) == 4 * 8 * 4 + 3 * 2
 
 
-def test_counting_model_records_calls():
-    class Echo:
-        config = "config"
-
-        def __call__(self, ids, cache=None):
-            return ids
-
-    model = CountingModel(Echo())
+def test_the_model_logs_its_own_calls():
+    model = make_model(0, max_seq_len=16)
     model(torch.zeros(2, 5, dtype=torch.long))
+    counting = CountingModel(model)
+    assert counting is model and model.calls == [], "no wrapper: the same model, log emptied"
+    with torch.no_grad():
+        model(torch.zeros(2, 5, dtype=torch.long))
     model(torch.zeros(2, 1, dtype=torch.long))
-    assert model.tokens_fed == [5, 1] and model.config == "config"
+    assert model.tokens_fed == [5, 1]
+    assert [c.grad_enabled for c in model.calls] == [False, True]
 
 
 def test_figures_round_trip(tmp_path):

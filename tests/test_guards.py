@@ -1,0 +1,223 @@
+"""The guards of grading/guards.py: each cheat in tests/adversarial/ fails with its guard's
+message, and a guarded implementation behaves exactly like the unguarded one otherwise.
+
+An adversary file has the mutant format of grading/mutants.py (EDITS and REPLACE on the
+reference), plus KATA (the reference it patches), TESTS (the kata tests to run) and EXPECT (a
+piece of the message the guard must print).
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from grading.cost import count_flops, largest_tensor, measure
+from grading.guards import GuardFailure, JudgeSnapshot, guard_module
+from grading.impl import REPO_ROOT, load_module
+from grading.mutants import Mutant, judge
+from grading.observe import OffTheBooks
+
+ADVERSARIES = sorted((REPO_ROOT / "tests" / "adversarial").glob("*.py"))
+
+
+def read_adversary(path: Path) -> tuple[Mutant, str]:
+    tree = ast.parse(path.read_text())
+    values = {
+        node.targets[0].id: ast.literal_eval(node.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
+    }
+    mutant = Mutant(
+        path=path,
+        kata=values["KATA"],
+        doc=ast.get_docstring(tree) or "",
+        caught_by=tuple(values["TESTS"]),
+        edits=tuple(tuple(e) for e in values.get("EDITS", ())),
+        replace=dict(values.get("REPLACE", {})),
+    )
+    return mutant, values["EXPECT"]
+
+
+@pytest.mark.parametrize("path", ADVERSARIES, ids=[p.stem for p in ADVERSARIES])
+def test_each_cheat_fails_with_its_guards_message(path, tmp_path):
+    mutant, expect = read_adversary(path)
+    assert mutant.doc.startswith("Cheat: "), f"{path.name}: its docstring must start 'Cheat: '"
+    verdict = judge(mutant, tmp_path, "-x")
+    assert verdict.returncode == 1 and expect in verdict.output, (
+        f"{path.name} should fail {', '.join(mutant.caught_by)} with {expect!r} "
+        f"(exit code {verdict.returncode}):\n{verdict.output[-3000:]}"
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# A guarded implementation is the same implementation
+
+SOURCE = '''
+import dataclasses
+import functools
+import numpy as np
+import torch
+
+
+class Refused(ValueError):
+    pass
+
+
+class _Base:
+    def poke(self, t):
+        t.add_(1)
+
+
+@dataclasses.dataclass
+class Box(_Base):
+    items: list
+
+    def push(self, x):
+        """Append x."""
+        self.items.append(x)
+        return len(self.items)
+
+    @property
+    def size(self):
+        return len(self.items)
+
+
+def scale(x, factor=2.0, *, out_dtype=None):
+    """x times factor."""
+    if factor < 0:
+        raise Refused("factor: expected >= 0")
+    return (x * factor).to(out_dtype or x.dtype)
+
+
+def scale_in_place(parts):
+    parts["x"][0].mul_(2)
+    return parts["x"][0]
+
+
+def with_numpy(x):
+    return torch.from_numpy(np.asarray(x) * 2)
+
+
+def token_ids(ids, x):
+    print(x)  # printing reads the tensor through PyTorch itself: allowed
+    return ids.tolist(), x[:3].tolist(), x[0].item()
+
+
+def long_list(x):
+    return sum(x.tolist())
+
+
+def matmul(a, b):
+    return a @ b
+
+
+halve = functools.partial(scale, factor=0.5)
+
+
+def outer(a, b):
+    return a * b
+
+
+_SEEN = {}
+
+
+def remembered(x):
+    if x.shape not in _SEEN:
+        _SEEN[x.shape] = x @ x.T
+    return _SEEN[x.shape]
+'''
+STUB = """
+def scale(x, factor=2.0, *, out_dtype=None): ...
+def scale_in_place(parts): ...
+def with_numpy(x): ...
+def token_ids(ids, x): ...
+def long_list(x): ...
+def matmul(a, b): ...
+def outer(a, b): ...
+def halve(x): ...
+def remembered(x): ...
+class Box: ...
+class Refused(ValueError): ...
+"""
+
+
+@pytest.fixture
+def guarded(tmp_path):
+    (tmp_path / "impl.py").write_text(SOURCE)
+    (tmp_path / "stub.py").write_text(STUB)
+    name = f"guarded_{tmp_path.name}"
+    module = load_module(tmp_path / "impl.py", name)
+    guard_module("no_such_kata", module, tmp_path / "stub.py")
+    yield module
+    del sys.modules[name]
+
+
+def test_wrappers_are_transparent(guarded):
+    assert inspect.signature(guarded.scale) == inspect.signature(guarded.scale.__wrapped__)
+    assert guarded.scale.__doc__ == "x times factor." and guarded.scale.__name__ == "scale"
+    box = guarded.Box([])
+    assert isinstance(box, guarded.Box) and dataclasses.is_dataclass(box)
+    assert box.push(1) == 1 and box.size == 1 and guarded.Box.push.__doc__ == "Append x."
+    with pytest.raises(guarded.Refused) as info:
+        guarded.scale(torch.ones(2), -1.0)
+    assert isinstance(info.value, ValueError)
+    assert info.traceback[-1].path == Path(guarded.__file__), "the traceback ends in the impl"
+    with pytest.raises(RuntimeError) as info:
+        guarded.matmul(torch.ones(2, 3), torch.ones(2, 3))  # PyTorch refuses, under the counters
+    shown = info.traceback.filter(info)  # what pytest prints: frames marked hidden left out
+    assert shown[-1].path == Path(guarded.__file__), "the traceback ends in the impl"
+    assert "raised inside your matmul(float32 tensor of shape [2, 3]" in str(info.value.__notes__)
+
+
+def test_no_way_around_the_guards(guarded):
+    assert guarded.halve.__guard__ is not None, "any callable of the API is guarded"
+    with pytest.raises(GuardFailure, match="Box.poke changed its argument `t`"):
+        guarded.Box([]).poke(torch.ones(2))  # a method inherited from a private base class
+
+
+def test_a_changed_input_names_the_function_and_the_argument(guarded):
+    message = r"scale_in_place changed its argument `parts\['x'\]\[0\]`"
+    with pytest.raises(GuardFailure, match=message):
+        guarded.scale_in_place({"x": [torch.ones(3)]})
+
+
+def test_numpy_is_off_the_books_but_token_ids_are_not(guarded):
+    with pytest.raises(OffTheBooks, match="off the books"):
+        guarded.with_numpy(torch.ones(3))
+    ids, head, first = guarded.token_ids(torch.arange(1000), torch.ones(1000))
+    assert ids == list(range(1000)) and head == [1.0] * 3 and first == 1.0
+    with pytest.raises(OffTheBooks, match="tolist"):
+        guarded.long_list(torch.ones(1000))
+    assert np.asarray(torch.ones(2)).sum() == 2, "outside the implementation NumPy is fine"
+
+
+def test_cost_helpers_read_the_always_on_counters(guarded):
+    a, b = torch.randn(4, 5), torch.randn(5, 6)
+    out, flops = count_flops(guarded.matmul, a, b)
+    assert flops == 2 * 4 * 5 * 6 and torch.equal(out, a @ b)
+    _, record = largest_tensor(guarded.matmul, a, b)
+    assert record.numel == 24
+    assert guarded.matmul.__guard__.last.flops == flops, "the same counters as any other call"
+    _, seen = measure(guarded.outer, torch.ones(3, 1), torch.ones(4))  # broadcast: 12 products
+    assert seen.multiplies == 12 and seen.flops == 0
+
+
+def test_an_answer_kept_from_an_earlier_call_is_caught(guarded):
+    with pytest.raises(GuardFailure, match="answers from memory: remembered returned the very"):
+        count_flops(guarded.remembered, torch.randn(4, 4))
+
+
+def test_the_judge_snapshot_sees_a_replaced_function(monkeypatch):
+    import grading.tolerance
+
+    snapshot = JudgeSnapshot([])
+    assert snapshot.changes() == []
+    monkeypatch.setattr(grading.tolerance, "assert_close", lambda *a, **k: None)
+    assert "grading.tolerance.assert_close" in snapshot.changes()
