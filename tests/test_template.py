@@ -190,7 +190,7 @@ def _stub_problems(kata_dir: Path) -> tuple[list[str], set[int]]:
         }
         if not todo_levels:
             problems.append(f"{where} needs a '# TODO(level N): <what to do>' line")
-        elif raise_levels and todo_levels != raise_levels:
+        elif raise_levels and not raise_levels <= todo_levels:
             problems.append(
                 f"{where}: its TODO says level {sorted(todo_levels)}, its raise says "
                 f"{sorted(raise_levels)}"
@@ -219,7 +219,8 @@ def template_problems(kata_dir: Path) -> list[str]:
     }
     reference = kata_dir.parent.parent / "reference" / f"{kata_dir.name}.py"
     if reference.is_file():
-        mentioned = {int(n) for n in re.findall(r"#.*\bLevel (\d+)\b", reference.read_text())}
+        comments = re.findall(r"#.*", reference.read_text())
+        mentioned = {int(n) for c in comments for n in re.findall(r"\b[Ll]evel (\d+)\b", c)}
         if mentioned:
             named["reference"] = mentioned
     if len({frozenset(levels) for levels in named.values()}) > 1:
@@ -227,7 +228,9 @@ def template_problems(kata_dir: Path) -> list[str]:
             "level numbers disagree: " + ", ".join(f"{k} {sorted(v)}" for k, v in named.items())
         )
     tests = [p.read_text() for p in kata_dir.glob("test_*.py")]
-    if not any("BadCall(" in text and "assert_value_error(" in text for text in tests):
+    cases = kata_dir / "cases.py"
+    tables = tests + ([cases.read_text()] if cases.is_file() else [])
+    if not (any("BadCall(" in t for t in tables) and any("assert_value_error(" in t for t in tests)):
         problems.append(
             "no bad-input table: list bad calls as grading.errors.BadCall and check them with "
             "assert_value_error"
