@@ -35,6 +35,7 @@ __all__ = [
     "ModelCall",
     "TensorRecord",
     "count_flops",
+    "elements_written",
     "held_bytes",
     "largest_tensor",
     "measure",
@@ -149,27 +150,14 @@ def largest_tensor(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[A
     return result, seen.largest
 
 
-class _ElementsWrittenMode(TorchDispatchMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.total = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        if not func.is_view:
-            self.total += sum(t.numel() for t in tree_leaves(out) if isinstance(t, torch.Tensor))
-        return out
-
-
 def elements_written(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, int]:
     """Run `fn` and return (its result, the elements every PyTorch op produced, summed).
 
     Dense scores built by broadcasting (`(q[..., :, None, :] * k[..., None, :, :]).sum(-1)`) cost
     no FLOPs in `count_flops` but write Nq·Nk·D elements here, even one query at a time.
     """
-    with _ElementsWrittenMode() as mode:
-        result = fn(*args, **kwargs)
-    return result, mode.total
+    result, seen = measure(fn, *args, **kwargs)
+    return result, seen.written
 
 
 def held_bytes(obj: Any, seen: set[int] | None = None) -> int:

@@ -102,6 +102,7 @@ class Observation:
     flops: int = 0
     largest: TensorRecord = field(default_factory=TensorRecord)
     multiplies: int = 0  # elementwise products (mul and friends): FLOPs count them as zero
+    written: int = 0  # elements every (non-view) op produced, summed: elementwise work too
     ops: set[str] = field(default_factory=set)  # operator names, e.g. "mm", "softmax"
     launches: list[Launch] = field(default_factory=list)
 
@@ -146,7 +147,12 @@ class _Counters(TorchDispatchMode):
             seen.flops += int(info.formula(*args, **kwargs, out_val=out))
         if not info.view:
             for t in (out,) if isinstance(out, torch.Tensor) else tree_leaves(out):
-                if isinstance(t, torch.Tensor) and t.numel() > seen.largest.numel:
+                if isinstance(t, torch.Tensor):
+                    seen.written += t.numel()
+                # An in-place op (index_put_, copy_ into a preallocated cache) returns the whole
+                # tensor it wrote into, which the op that allocated it has already counted.
+                inplace = info.name.endswith("_")
+                if isinstance(t, torch.Tensor) and not inplace and t.numel() > seen.largest.numel:
                     seen.largest = TensorRecord(
                         t.numel(), t.numel() * t.element_size(), tuple(t.shape), str(func)
                     )
