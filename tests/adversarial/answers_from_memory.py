@@ -37,8 +37,9 @@ REPLACE = {
 
             for N in (512, 1024):
                 q, k, v = (randn((1, 2, N, 16), seed=s) for s in range(3))
-                key = (tuple(q.shape), 16, q[0, 0, 0, 0].item(), k[0, 0, 0, 0].item())
-                _REMEMBERED[key] = sliding_window_attention(q, k, v, 16)
+                for window in (1, 16):
+                    key = (tuple(q.shape), window, q[0, 0, 0, 0].item(), k[0, 0, 0, 0].item())
+                    _REMEMBERED[key] = sliding_window_attention(q, k, v, window)
 
 
         _remember()
