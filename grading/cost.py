@@ -7,6 +7,8 @@ noise. These counters measure the work itself, the same on every run:
   `torch.utils.flop_counter` (elementwise ops count zero there);
 - `largest_tensor`: the biggest tensor any PyTorch op produced during a call (views excluded,
   since they allocate nothing);
+- `count_multiplies`: every multiplication, including the elementwise, matrix-vector and dot
+  products the FLOP counter scores as zero;
 - `held_bytes`: the bytes an object (a cache, say) keeps in tensors;
 - `CountingModel`: wraps a model and records every forward call and how many tokens it was fed.
 """
@@ -127,3 +129,54 @@ class CountingModel:
     @property
     def tokens_fed(self) -> list[int]:
         return [c.tokens for c in self.calls]
+
+
+# Elementwise ops counted one multiply per output element (a division is a multiply too).
+_ELEMENTWISE_MULTIPLIES = (
+    "mul",
+    "mul_",
+    "div",
+    "div_",
+    "addcmul",
+    "addcmul_",
+    "addcdiv",
+    "addcdiv_",
+)
+
+
+class _MultiplyMode(TorchDispatchMode):
+    """Counts the multiplications that torch.utils.flop_counter scores as zero."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.multiplies = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        name = func.overloadpacket.__name__
+        if name in ("mv", "addmv"):
+            matrix = args[1] if name == "addmv" else args[0]
+            self.multiplies += matrix.numel()  # (m, n) x (n,): m·n multiplies
+        elif name in ("dot", "vdot"):
+            self.multiplies += args[0].numel()
+        elif name in _ELEMENTWISE_MULTIPLIES:
+            self.multiplies += sum(
+                t.numel() for t in tree_leaves(out) if isinstance(t, torch.Tensor)
+            )
+        return out
+
+
+def count_multiplies(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, int]:
+    """Run `fn` and return (its result, the multiplications it performed).
+
+    Matrix products count FLOPs / 2; elementwise products and quotients (`a * b`, broadcast or
+    not), matrix-vector and dot products count one per multiply. The FLOP counter alone scores those
+    as zero, so an "every expert on every token" computed by broadcasting hides from it; it does
+    not hide from this count.
+    """
+    with (
+        _MultiplyMode() as mode,
+        FlopCounterMode(display=False, custom_mapping=_extra_formulas()) as counter,
+    ):
+        result = fn(*args, **kwargs)
+    return result, mode.multiplies + int(counter.get_total_flops()) // 2
