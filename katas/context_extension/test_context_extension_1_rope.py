@@ -350,8 +350,10 @@ def test_rope_cos_sin_matches_oracle(impl, d, base, n, fractional, far, seed):
     positions = torch.randint(0, 10**7 if far else 100_000, (n,), generator=gen)
     if fractional:
         positions = positions / 3.0  # float positions, as interpolation makes them
+    kept = positions.clone()
     inv_freq = impl.rope_inv_freq(d, base)
     cos, sin = impl.rope_cos_sin(positions, inv_freq)
+    assert torch.equal(positions, kept), "rope_cos_sin modified its positions"
     expected_cos, expected_sin = cos_sin_oracle(positions, inv_freq)
     hint = f"cat([f, f]) layout; if only far positions fail, {PRECISION}"
     assert_close(cos, expected_cos, name="cos", hint=hint)
@@ -374,7 +376,11 @@ def test_apply_rope_matches_oracle(impl, d, heads, n, dtype, transposed, seed):
         x = randn((2, heads, n, d), seed=seed, dtype=dtype)
     positions = torch.randint(0, 4096, (n,), generator=torch.Generator().manual_seed(seed))
     cos, sin = tables(positions, d)
+    kept = (x.clone(), cos.clone(), sin.clone())
     out = impl.apply_rope(x, cos, sin)
+    assert all(torch.equal(a, b) for a, b in zip((x, cos, sin), kept, strict=True)), (
+        "apply_rope modified its input"
+    )
     assert out.dtype == dtype, f"apply_rope must return x's dtype {dtype}, got {out.dtype}"
     assert_close(
         out,

@@ -366,7 +366,10 @@ def test_dropped_assignments_cost_nothing(impl, E, factor):
 @example(spec=LayerSpec(T=5, d=3, h=7, E=8, k=8, dtype=torch.float16, seed=1))
 def test_moe_forward_matches_oracle(impl, spec: LayerSpec):
     layer = spec.build()
+    before = [t.clone() for t in layer]
     y = impl.moe_forward(*layer, spec.k)
+    unchanged = all(torch.equal(a, b) for a, b in zip(layer, before, strict=True))
+    assert unchanged, "moe_forward modified its input"
     assert_like_oracle(
         y,
         lambda dtype: moe_oracle(*layer, spec.k, dtype=dtype),
