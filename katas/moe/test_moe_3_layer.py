@@ -273,6 +273,36 @@ def test_combine_adds_every_weighted_output_to_its_token(impl, spec: RoutingSpec
     )
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_combine_sums_in_float32(impl, dtype):
+    # Each token gets three outputs of size ~100 whose weighted sum is ~1: summed in float32 it
+    # is exact before one rounding to `dtype`; summed in `dtype`, each rounded product is off by
+    # more than the whole result.
+    T, k, d = 16, 3, 4
+    gen = torch.Generator().manual_seed(0)
+    weights = torch.rand(T, k, generator=gen) + 0.5  # (T, k) float32
+    out = (torch.randn(k, T, d, generator=gen, dtype=torch.float64) * 100).to(dtype).double()
+    target = 1 + torch.rand(T, d, generator=gen, dtype=torch.float64)  # (T, d) in [1, 2)
+    w = weights.double().T[..., None]  # (k, T, 1)
+    out[2] = (target - w[0] * out[0] - w[1] * out[1]) / w[2]  # the third output cancels the rest
+    expert_out = out.to(dtype).reshape(k * T, d)  # (N, d) grouped by rank = expert
+    plan = impl.DispatchPlan(
+        token=torch.arange(T).repeat(k),
+        rank=torch.arange(k).repeat_interleave(T),
+        counts=torch.full((k,), T),
+    )
+    expected = (weights.double().T[..., None] * expert_out.double().reshape(k, T, d)).sum(0)
+    y = impl.combine(expert_out, weights, plan, T)
+    assert y.dtype == dtype, f"combine returns expert_out's dtype {dtype}, got {y.dtype}"
+    assert_close(
+        y,
+        expected,
+        name="weighted sums that nearly cancel",
+        hint=f"a precision problem: multiply and add in float32 (expert_out.float() * weights), "
+        f"not in {dtype}, and round to {dtype} once at the end",
+    )
+
+
 # ----------------------------------------------------------------------------------------------
 # The cost: k experts per token, not E, and no broadcasting around the FLOP counter
 
