@@ -9,6 +9,8 @@ noise. These counters measure the work itself, the same on every run:
   since they allocate nothing);
 - `elements_written`: the elements all PyTorch ops produced together during a call: the work
   that elementwise products and sums do, which FLOP counting scores as zero;
+- `count_multiplies`: every multiplication, including the elementwise, matrix-vector and dot
+  products the FLOP counter scores as zero;
 - `held_bytes`: the bytes an object (a cache, say) keeps in tensors;
 - `model.calls`: the shared model (`grading.model`) logs every forward call itself.
 
@@ -35,6 +37,7 @@ __all__ = [
     "ModelCall",
     "TensorRecord",
     "count_flops",
+    "count_multiplies",
     "elements_written",
     "held_bytes",
     "largest_tensor",
@@ -189,3 +192,15 @@ def CountingModel(model: TinyLlama) -> TinyLlama:  # noqa: N802 - the name tests
         raise TypeError(f"the shared model (grading.model.TinyLlama) logs its calls, not {model!r}")
     model.calls.clear()
     return model
+
+
+def count_multiplies(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, int]:
+    """Run `fn` and return (its result, the multiplications it performed).
+
+    Matrix products count FLOPs / 2; elementwise products and quotients (`a * b`, broadcast or
+    not), matrix-vector and dot products count one per multiply. The FLOP counter alone scores
+    those as zero, so an "every expert on every token" computed by broadcasting hides from it; it
+    does not hide from this count.
+    """
+    result, seen = measure(fn, *args, **kwargs)
+    return result, seen.multiplies + seen.flops // 2

@@ -140,6 +140,8 @@ class _Counters(TorchDispatchMode):
         seen.ops.add(info.name)
         if info.name in _PRODUCTS and isinstance(out, torch.Tensor):
             seen.multiplies += out.numel()
+        elif info.name in _VECTOR_PRODUCTS:
+            seen.multiplies += args[_VECTOR_PRODUCTS[info.name]].numel()
         if info.on_shapes is not None:
             shapes = {k: _shapes(v) for k, v in kwargs.items()}
             seen.flops += int(info.on_shapes(*_shapes(args), out_shape=_shapes(out), **shapes))
@@ -171,7 +173,9 @@ class _OpInfo:
 
 # Elementwise products: every expert applied to every token by broadcasting is one of these,
 # scored zero by the FLOP formulas.
-_PRODUCTS = frozenset({"mul", "mul_", "addcmul", "addcmul_", "div", "div_"})
+_PRODUCTS = frozenset({"mul", "mul_", "addcmul", "addcmul_", "div", "div_", "addcdiv", "addcdiv_"})
+# Products the FLOP formulas also score as zero, counted by their inputs: (m, n) x (n,) is m·n.
+_VECTOR_PRODUCTS = {"mv": 0, "addmv": 1, "dot": 0, "vdot": 0}
 _INFO: dict[int, _OpInfo] = {}  # by id(operator): an operator's own hash is slow Python
 
 

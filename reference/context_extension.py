@@ -34,13 +34,13 @@ def _check_head_dim(head_dim: int, *, minimum: int = 2) -> None:
 
 
 def _check_base(base: float) -> None:
-    if not base > 1:
-        raise ValueError(f"base: expected a number > 1, got {base!r}")
+    if not 1 < base < math.inf:
+        raise ValueError(f"base: expected a finite number > 1, got {base!r}")
 
 
-def _check_factor(factor: float) -> None:
-    if not factor > 0:
-        raise ValueError(f"factor: expected a number > 0, got {factor!r}")
+def _check_positive(name: str, value: float) -> None:
+    if not 0 < value < math.inf:
+        raise ValueError(f"{name}: expected a finite number > 0, got {value!r}")
 
 
 def _check_length(name: str, value: int, *, minimum: int) -> None:
@@ -92,8 +92,8 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     rotate_half(x) = cat(-x2, x1) where x1, x2 are the first and second halves of the last
     dimension. The math runs in float32 (or x's dtype if wider); the result has x's dtype.
     """
-    if x.dim() < 2:
-        raise ValueError(f"x: expected a tensor [..., N, D], got shape {tuple(x.shape)}")
+    if x.dim() < 2 or not x.dtype.is_floating_point:
+        raise ValueError(f"x: expected a float tensor [..., N, D], got {x.dtype} {list(x.shape)}")
     N, D = x.shape[-2:]
     if D % 2:
         raise ValueError(f"x: the last dimension (head_dim) must be even, got {D}")
@@ -115,7 +115,7 @@ def linear_scaled_inv_freq(head_dim: int, base: float, factor: float) -> torch.T
     """Position interpolation: inv_freq / factor, so position p turns like position p / factor."""
     _check_head_dim(head_dim)
     _check_base(base)
-    _check_factor(factor)
+    _check_positive("factor", factor)
     return (_inv_freq64(head_dim, base) / factor).to(torch.float32)  # (D/2,)
 
 
@@ -129,7 +129,7 @@ def ntk_scaled_inv_freq(head_dim: int, base: float, factor: float) -> torch.Tens
     """NTK-aware scaling: base' = base * factor ** (head_dim / (head_dim - 2)). head_dim >= 4."""
     _check_head_dim(head_dim, minimum=4)
     _check_base(base)
-    _check_factor(factor)
+    _check_positive("factor", factor)
     return _ntk_inv_freq(head_dim, base, factor)  # (D/2,)
 
 
@@ -142,7 +142,7 @@ def dynamic_ntk_inv_freq(
     """
     _check_head_dim(head_dim, minimum=4)
     _check_base(base)
-    _check_factor(factor)
+    _check_positive("factor", factor)
     _check_length("seq_len", seq_len, minimum=1)
     _check_length("original_max_len", original_max_len, minimum=1)
     length = max(seq_len, original_max_len)  # never shrink below the trained frequencies
@@ -174,12 +174,10 @@ def yarn_inv_freq(
     """
     _check_head_dim(head_dim)
     _check_base(base)
-    _check_factor(factor)
+    _check_positive("factor", factor)
     _check_length("original_max_len", original_max_len, minimum=1)
-    if not beta_fast > 0 or not beta_slow > 0:
-        raise ValueError(
-            f"beta_fast, beta_slow: expected numbers > 0, got {beta_fast}, {beta_slow}"
-        )
+    _check_positive("beta_fast", beta_fast)
+    _check_positive("beta_slow", beta_slow)
     low = max(math.floor(_correction_pair(beta_fast, head_dim, base, original_max_len)), 0)
     high = min(
         math.ceil(_correction_pair(beta_slow, head_dim, base, original_max_len)), head_dim - 1
@@ -195,7 +193,7 @@ def yarn_inv_freq(
 
 
 # ----------------------------------------------------------------------------------------------
-# Level 2: ALiBi
+# Level 3: ALiBi
 
 
 def _geometric_slopes(n: int) -> list[float]:

@@ -34,6 +34,13 @@ def _check_experts(experts: torch.Tensor, num_experts: int) -> None:
         raise ValueError(f"experts: expected indices in 0..{num_experts - 1}")
 
 
+def _check_capacity(capacity: int | None) -> None:
+    if capacity is not None and (
+        isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 0
+    ):
+        raise ValueError(f"capacity: expected None or an int >= 0, got {capacity!r}")
+
+
 # ----------------------------------------------------------------------------------------------
 # Level 1: the router
 
@@ -43,8 +50,11 @@ def route(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
 
     logits [T, E] -> weights [T, k] float32, experts [T, k] int64.
     """
-    if logits.ndim != 2 or logits.shape[1] < 1:
-        raise ValueError(f"logits: expected [T, E] with E >= 1, got {tuple(logits.shape)}")
+    if logits.ndim != 2 or logits.shape[1] < 1 or not logits.dtype.is_floating_point:
+        raise ValueError(
+            f"logits: expected a float tensor [T, E] with E >= 1, got {logits.dtype} "
+            f"{tuple(logits.shape)}"
+        )
     _check_k(k, logits.shape[1])
     probs = torch.softmax(logits.float(), dim=-1)  # (T, E), float32 whatever the input dtype
     top, experts = torch.topk(probs, k, dim=-1, largest=True, sorted=True)  # (T, k) descending
@@ -58,8 +68,13 @@ def route(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 def expert_capacity(num_tokens: int, k: int, num_experts: int, capacity_factor: float) -> int:
     """C = ceil(capacity_factor · T · k / E): the most assignments one expert serves."""
-    if not capacity_factor > 0:
-        raise ValueError(f"capacity_factor: expected a number > 0, got {capacity_factor!r}")
+    if isinstance(num_tokens, bool) or not isinstance(num_tokens, int) or num_tokens < 0:
+        raise ValueError(f"num_tokens: expected an int >= 0, got {num_tokens!r}")
+    if isinstance(num_experts, bool) or not isinstance(num_experts, int) or num_experts < 1:
+        raise ValueError(f"num_experts: expected an int >= 1, got {num_experts!r}")
+    _check_k(k, num_experts)
+    if not 0 < capacity_factor < math.inf:  # also refuses NaN
+        raise ValueError(f"capacity_factor: expected a finite number > 0, got {capacity_factor!r}")
     return math.ceil(capacity_factor * num_tokens * k / num_experts)
 
 
@@ -83,15 +98,14 @@ def plan_dispatch(
     and within a rank the earlier token wins.
     """
     _check_experts(experts, num_experts)
-    if capacity is not None and (not isinstance(capacity, int) or capacity < 1):
-        raise ValueError(f"capacity: expected a positive int or None, got {capacity!r}")
+    _check_capacity(capacity)
     T, k = experts.shape
     flat = experts.T.reshape(-1)  # (k·T,) rank-major: priority order
     order = torch.sort(flat, stable=True).indices  # (k·T,) grouped by expert, priority kept
     routed = torch.bincount(flat, minlength=num_experts)  # (E,)
     starts = torch.cumsum(routed, dim=0) - routed  # (E,) where each group begins in `order`
     position = torch.arange(k * T, device=experts.device) - starts[flat[order]]  # (k·T,)
-    if capacity is not None:
+    if capacity is not None:  # capacity 0 keeps nothing
         order = order[position < capacity]  # (N,) the assignments the experts serve
     return DispatchPlan(
         token=order % T, rank=order // T, counts=torch.bincount(flat[order], minlength=num_experts)
@@ -110,6 +124,7 @@ def expert_load(
 ) -> ExpertLoad:
     """The per-expert load report of experts [T, k] under an optional capacity."""
     _check_experts(experts, num_experts)
+    _check_capacity(capacity)
     routed = torch.bincount(experts.reshape(-1), minlength=num_experts)  # (E,)
     kept = routed if capacity is None else routed.clamp(max=capacity)
     return ExpertLoad(routed=routed, kept=kept)
@@ -132,16 +147,18 @@ def combine(
     """Scatter-add weighted expert outputs back to their tokens: [N, d] -> [T, d].
 
     y[t] = Σ over kept assignments (t, r) of weights[t, r] · expert_out[row of (t, r)], summed
-    in float32 and returned in expert_out's dtype. A token with no kept assignment gets 0.
+    in float32 (float64 for float64 expert_out) and returned in expert_out's dtype. A token with
+    no kept assignment gets 0.
     """
     N = plan.token.shape[0]
     if expert_out.ndim != 2 or expert_out.shape[0] != N:
         raise ValueError(f"expert_out: expected [N={N}, d], got {tuple(expert_out.shape)}")
     if weights.ndim != 2 or weights.shape[0] != num_tokens:
         raise ValueError(f"weights: expected [T={num_tokens}, k], got {tuple(weights.shape)}")
-    w = weights.float()[plan.token, plan.rank]  # (N,)
-    y = torch.zeros(num_tokens, expert_out.shape[1], dtype=torch.float32, device=expert_out.device)
-    y.index_add_(0, plan.token, expert_out.float() * w[:, None])  # (T, d): add, never overwrite
+    compute = torch.promote_types(expert_out.dtype, torch.float32)
+    w = weights.to(compute)[plan.token, plan.rank]  # (N,)
+    y = torch.zeros(num_tokens, expert_out.shape[1], dtype=compute, device=expert_out.device)
+    y.index_add_(0, plan.token, expert_out.to(compute) * w[:, None])  # (T, d): add, not overwrite
     return y.to(expert_out.dtype)
 
 
@@ -156,6 +173,16 @@ def _check_expert(x, w1, w3, w2) -> None:
             f"w3, w2: expected [d, h] = {(d, h)} and [h, d] = {(h, d)}, "
             f"got {tuple(w3.shape)}, {tuple(w2.shape)}"
         )
+    _check_dtypes(x, w1=w1, w3=w3, w2=w2)
+
+
+def _check_dtypes(x: torch.Tensor, **weights: torch.Tensor) -> None:
+    """The experts run in x's dtype: their weights must have it too."""
+    if not x.dtype.is_floating_point:
+        raise ValueError(f"x: expected a float tensor, got {x.dtype}")
+    for name, w in weights.items():
+        if w.dtype != x.dtype:
+            raise ValueError(f"{name}: expected x's dtype {x.dtype}, got {w.dtype}")
 
 
 def expert_mlp(
@@ -183,6 +210,9 @@ def _check_layer(x, gate_w, w1, w3, w2) -> None:
         raise ValueError(f"w3: expected [E={E}, d={d}, h={h}], got {tuple(w3.shape)}")
     if w2.shape != (E, h, d):
         raise ValueError(f"w2: expected [E={E}, h={h}, d={d}], got {tuple(w2.shape)}")
+    if not gate_w.dtype.is_floating_point:
+        raise ValueError(f"gate_w: expected a float tensor, got {gate_w.dtype}")
+    _check_dtypes(x, w1=w1, w3=w3, w2=w2)
 
 
 def moe_forward(x, gate_w, w1, w3, w2, k, capacity_factor=None) -> torch.Tensor:
@@ -218,8 +248,11 @@ def load_balancing_loss(logits: torch.Tensor, experts: torch.Tensor) -> torch.Te
     f_e = (assignments to e) / (T · k), counted from experts [T, k] (no gradient);
     P_e = mean over tokens of softmax(logits [T, E])[:, e] in float32 (the gradient flows here).
     """
-    if logits.ndim != 2 or logits.shape[0] < 1:
-        raise ValueError(f"logits: expected [T, E] with T >= 1, got {tuple(logits.shape)}")
+    if logits.ndim != 2 or logits.shape[0] < 1 or not logits.dtype.is_floating_point:
+        raise ValueError(
+            f"logits: expected a float tensor [T, E] with T >= 1, got {logits.dtype} "
+            f"{tuple(logits.shape)}"
+        )
     T, E = logits.shape
     if experts.ndim != 2 or experts.shape[0] != T:
         raise ValueError(f"experts: expected [T={T}, k], got {tuple(experts.shape)}")
@@ -232,6 +265,9 @@ def load_balancing_loss(logits: torch.Tensor, experts: torch.Tensor) -> torch.Te
 
 def router_z_loss(logits: torch.Tensor) -> torch.Tensor:
     """mean over tokens of logsumexp(logits [T, E])², in float32: it keeps the logits small."""
-    if logits.ndim != 2 or logits.shape[0] < 1 or logits.shape[1] < 1:
-        raise ValueError(f"logits: expected [T, E] with T, E >= 1, got {tuple(logits.shape)}")
+    if logits.ndim != 2 or min(logits.shape) < 1 or not logits.dtype.is_floating_point:
+        raise ValueError(
+            f"logits: expected a float tensor [T, E] with T, E >= 1, got {logits.dtype} "
+            f"{tuple(logits.shape)}"
+        )
     return torch.logsumexp(logits.float(), dim=-1).square().mean()

@@ -4,7 +4,8 @@ Run the tests with `nox -s context_extension` (or `pytest katas/context_extensio
 
 Conventions (those of Llama and Hugging Face Transformers): D = head_dim is even, pair i is the
 two dimensions (i, i + D/2), tables are laid out as cat([f, f], -1), and
-rotate_half(x) = cat(-x2, x1) over the two halves of the last dimension.
+rotate_half(x) = cat(-x2, x1) over the two halves of the last dimension. Inputs are never
+modified. Every ValueError the tests expect is listed in each docstring (and in the README).
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ def rope_inv_freq(head_dim: int, base: float = 10000.0) -> torch.Tensor:
     """Inverse frequencies of RoPE: inv_freq[i] = base ** (-2i / head_dim), i = 0 .. D/2 - 1.
 
     Returns a float32 tensor [D/2]. Pair 0 turns one radian per position; the last pair turns
-    slowest. ValueError for an odd or non-positive head_dim, or a base <= 1.
+    slowest. ValueError for a head_dim that is not an even int >= 2, or a base that is not a
+    finite number > 1 (base <= 1, NaN, inf).
     """
-    # TODO: task 1, the frequencies
-    raise NotImplementedError("not implemented yet — start with katas/context_extension/README.md")
+    # TODO(level 1): base ** (-arange(0, D, 2) / D), computed in float64, returned as float32
+    raise NotImplementedError("level 1: rope_inv_freq is not implemented yet")
 
 
 def rope_cos_sin(
@@ -29,24 +31,28 @@ def rope_cos_sin(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The rotation tables: angles[n, i] = positions[n] * inv_freq[i].
 
-    positions [N] (ints or floats, e.g. p / factor), inv_freq [D/2]. Returns (cos, sin), each
-    [N, D] float32, laid out as cat([angles, angles], -1). Form the angles in float64: at
-    position 100 000, a float32 angle is off by thousandths of a radian. ValueError unless both
+    positions [N] (any integer or float dtype, e.g. p / factor; up to 2**31 - 1), inv_freq [D/2]
+    (float32 or float64, used as given). Returns (cos, sin), each [N, D] float32, laid out as
+    cat([angles, angles], -1). Form the angles in float64 and round to float32 only at the end:
+    at position 10**6 a float32 angle is off by hundredths of a radian. ValueError unless both
     inputs are 1-D.
     """
-    # TODO: task 2, the cos/sin tables
-    raise NotImplementedError("not implemented yet — start with katas/context_extension/README.md")
+    # TODO(level 1): the angles in float64, their cos and sin in the cat([f, f]) layout
+    raise NotImplementedError("level 1: rope_cos_sin is not implemented yet")
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Rotate every pair of x [..., N, D] by its angle: x * cos + rotate_half(x) * sin.
 
-    cos, sin [N, D] from rope_cos_sin; rotate_half(x) = cat(-x2, x1) with x1 = x[..., :D/2],
-    x2 = x[..., D/2:]. Compute in float32 (at least) and return x's dtype. No (D, D) rotation
-    matrices: this is elementwise work. ValueError when the shapes do not match.
+    cos, sin [N, D] float32 from rope_cos_sin; rotate_half(x) = cat(-x2, x1) with
+    x1 = x[..., :D/2], x2 = x[..., D/2:]. x may have any float dtype and any strides. Compute in
+    float32 (float64 for float64 x) with the tables as they are, and return x's dtype. No (D, D)
+    rotation matrices, by matmul or broadcasting: this is elementwise work (at most 3
+    multiplications per element of x). ValueError when x is not a float tensor [..., N, D] with
+    an even D, or cos or sin is not [N, D].
     """
-    # TODO: task 3, the rotation
-    raise NotImplementedError("not implemented yet — start with katas/context_extension/README.md")
+    # TODO(level 1): upcast, x * cos + rotate_half(x) * sin, cast back to x.dtype
+    raise NotImplementedError("level 1: apply_rope is not implemented yet")
 
 
 # Level 2: stretching RoPE past the trained length
@@ -55,20 +61,22 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 def linear_scaled_inv_freq(head_dim: int, base: float, factor: float) -> torch.Tensor:
     """Position interpolation: rope_inv_freq(head_dim, base) / factor, float32 [D/2].
 
-    Position p then turns exactly like position p / factor did. ValueError for factor <= 0.
+    Position p then turns exactly like position p / factor did. ValueError for a bad head_dim or
+    base (as rope_inv_freq), or a factor that is not a finite number > 0.
     """
-    # TODO: task 4, position interpolation
-    raise NotImplementedError("not implemented yet — start with katas/context_extension/README.md")
+    # TODO(level 2): divide the frequencies by the factor
+    raise NotImplementedError("level 2: linear_scaled_inv_freq is not implemented yet")
 
 
 def ntk_scaled_inv_freq(head_dim: int, base: float, factor: float) -> torch.Tensor:
     """NTK-aware scaling: RoPE with base' = base * factor ** (D / (D - 2)), float32 [D/2].
 
     Pair 0 keeps its frequency; the slowest pair becomes exactly 1/factor of itself.
-    ValueError for head_dim < 4 (D - 2 would be 0) or factor <= 0.
+    ValueError for a head_dim that is not an even int >= 4 (D - 2 would be 0), a base that is
+    not a finite number > 1, or a factor that is not a finite number > 0.
     """
-    # TODO: task 5, NTK
-    raise NotImplementedError("not implemented yet — start with katas/context_extension/README.md")
+    # TODO(level 2): RoPE with the larger base
+    raise NotImplementedError("level 2: ntk_scaled_inv_freq is not implemented yet")
 
 
 def dynamic_ntk_inv_freq(
@@ -77,11 +85,12 @@ def dynamic_ntk_inv_freq(
     """Dynamic NTK: NTK whose scale follows the current length, float32 [D/2].
 
     base' = base * ((factor * L / L0) - (factor - 1)) ** (D / (D - 2)), L = max(seq_len, L0),
-    L0 = original_max_len. Up to L0 this is plain RoPE. ValueError for head_dim < 4,
-    factor <= 0, seq_len < 1 or original_max_len < 1.
+    L0 = original_max_len. Up to L0 this is plain RoPE. ValueError for a head_dim that is not an
+    even int >= 4, a bad base or factor (as ntk_scaled_inv_freq), or a seq_len or
+    original_max_len that is not an int >= 1.
     """
-    # TODO: task 6, dynamic NTK
-    raise NotImplementedError("not implemented yet — start with katas/context_extension/README.md")
+    # TODO(level 2): NTK with the scale of the current length
+    raise NotImplementedError("level 2: dynamic_ntk_inv_freq is not implemented yet")
 
 
 def yarn_inv_freq(
@@ -101,13 +110,15 @@ def yarn_inv_freq(
         inv_freq = original * (1 - ramp) + (original / factor) * ramp
     (fast pairs keep their frequency, slow pairs are interpolated).
     attention_factor = 0.1 * ln(factor) + 1, or 1.0 when factor <= 1.
-    ValueError for bad head_dim, factor <= 0, original_max_len < 1, or betas <= 0.
+    ValueError for a head_dim that is not an even int >= 2, a base that is not a finite number
+    > 1, an original_max_len that is not an int >= 1, or a factor, beta_fast or beta_slow that
+    is not a finite number > 0.
     """
-    # TODO: task 7, YaRN
-    raise NotImplementedError("not implemented yet — start with katas/context_extension/README.md")
+    # TODO(level 2): the ramp between kept and interpolated pairs, and the attention factor
+    raise NotImplementedError("level 2: yarn_inv_freq is not implemented yet")
 
 
-# Level 2: ALiBi
+# Level 3: ALiBi
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:
@@ -115,10 +126,10 @@ def alibi_slopes(n_heads: int) -> torch.Tensor:
 
     For n a power of two: 2 ** (-8h / n), h = 1 .. n (8 heads: 1/2, 1/4, ..., 1/256).
     Otherwise: the slopes for c, the largest power of two below n, then every other slope of
-    2c (its 1st, 3rd, 5th, ...) until there are n. ValueError for n_heads < 1.
+    2c (its 1st, 3rd, 5th, ...) until there are n. ValueError for n_heads not an int >= 1.
     """
-    # TODO: task 8, ALiBi slopes
-    raise NotImplementedError("not implemented yet — start with katas/context_extension/README.md")
+    # TODO(level 3): the geometric slopes, interleaved for head counts not a power of two
+    raise NotImplementedError("level 3: alibi_slopes is not implemented yet")
 
 
 def alibi_bias(n_heads: int, q_len: int, k_len: int) -> torch.Tensor:
@@ -126,7 +137,8 @@ def alibi_bias(n_heads: int, q_len: int, k_len: int) -> torch.Tensor:
 
     bias[h, i, j] = -slope_h * (p_i - j) with p_i = i + k_len - q_len: bottom-right aligned, the
     last query is the newest key. No causal mask inside (keys after p_i get a positive bias).
-    ValueError for n_heads < 1 or a negative length.
+    Any lengths >= 0, e.g. one decoding query over 10**5 keys. ValueError for n_heads not an
+    int >= 1, or q_len or k_len not an int >= 0.
     """
-    # TODO: task 9, ALiBi bias
-    raise NotImplementedError("not implemented yet — start with katas/context_extension/README.md")
+    # TODO(level 3): -slope * distance, with the queries aligned bottom-right
+    raise NotImplementedError("level 3: alibi_bias is not implemented yet")

@@ -3,7 +3,8 @@
 Run the tests with `nox -s moe` (or `pytest katas/moe`).
 
 Short names: T tokens, d model width, h expert hidden width, E experts, k experts per token,
-N kept assignments (N = T·k without a capacity limit), C an expert's capacity.
+N kept assignments (N = T·k without a capacity limit), C an expert's capacity. Inputs are never
+modified. Every ValueError the tests expect is listed in each docstring (and in the README).
 """
 
 from __future__ import annotations
@@ -12,9 +13,6 @@ from typing import NamedTuple
 
 import torch
 
-TODO = "not implemented yet — start with katas/moe/README.md"
-
-
 # Level 1: the router
 
 
@@ -22,24 +20,27 @@ def route(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The k most probable experts of each token, most probable first, and their weights.
 
     logits [T, E] (any float dtype) -> weights [T, k] float32, experts [T, k] int64.
-    probs = softmax(logits) over the E experts, computed in float32; experts[t] are the k largest
-    probs[t] in descending order; weights[t] = those k probabilities divided by their sum.
-    ValueError for logits that are not [T, E] and for k outside 1..E.
+    probs = softmax(logits) over the E experts, computed in float32 (logits.float(), max
+    subtracted: logits of 1e30 must not overflow); experts[t] are the k largest probs[t] in
+    descending order; weights[t] = those k probabilities divided by their sum.
+    ValueError (naming the argument) for logits that are not a float [T, E] tensor with E >= 1,
+    and for k that is not an int in 1..E.
     """
-    # TODO: task 1, the router
-    raise NotImplementedError(TODO)
+    # TODO(level 1): softmax in float32, top k in descending order, renormalise
+    raise NotImplementedError("level 1: route is not implemented yet")
 
 
 # Level 2: capacity and the dispatch plan
 
 
 def expert_capacity(num_tokens: int, k: int, num_experts: int, capacity_factor: float) -> int:
-    """C = ceil(capacity_factor · T · k / E), the most assignments one expert serves.
+    """C = ceil(capacity_factor · T · k / E), the most assignments one expert serves (an int).
 
-    ValueError unless capacity_factor > 0.
+    ValueError for a capacity_factor that is not a finite number > 0, num_tokens not an int >= 0,
+    num_experts not an int >= 1, or k not an int in 1..num_experts.
     """
-    # TODO: task 2, the capacity
-    raise NotImplementedError(TODO)
+    # TODO(level 2): count all T·k assignments, spread them over E experts, round up
+    raise NotImplementedError("level 2: expert_capacity is not implemented yet")
 
 
 class DispatchPlan(NamedTuple):
@@ -60,11 +61,13 @@ def plan_dispatch(
     """Group the assignments experts [T, k] by expert, each expert keeping at most `capacity`.
 
     Priority is rank-major: every token's first choice (rank 0) comes before any token's second
-    choice, and within a rank the lower token index wins. capacity None keeps everything.
-    ValueError for experts that are not int64 [T, k] with indices in 0..num_experts-1.
+    choice, and within a rank the lower token index wins. capacity None keeps everything;
+    capacity 0 keeps nothing. All three fields are int64.
+    ValueError for experts that are not int64 [T, k] with k in 1..num_experts and indices in
+    0..num_experts-1, or a capacity that is neither None nor an int >= 0.
     """
-    # TODO: task 3, the dispatch plan
-    raise NotImplementedError(TODO)
+    # TODO(level 2): flatten rank-major, stable-sort by expert, keep the first C of each group
+    raise NotImplementedError("level 2: plan_dispatch is not implemented yet")
 
 
 class ExpertLoad(NamedTuple):
@@ -77,18 +80,24 @@ class ExpertLoad(NamedTuple):
 def expert_load(
     experts: torch.Tensor, num_experts: int, *, capacity: int | None = None
 ) -> ExpertLoad:
-    """The per-expert load report of experts [T, k]: routed counts, and kept = min(routed, C)."""
-    # TODO: task 3, the load report
-    raise NotImplementedError(TODO)
+    """The per-expert load report of experts [T, k]: routed counts, and kept = min(routed, C).
+
+    capacity None: no limit; capacity 0: nothing kept. ValueError as plan_dispatch.
+    """
+    # TODO(level 2): count the assignments per expert, and clamp them to the capacity
+    raise NotImplementedError("level 2: expert_load is not implemented yet")
 
 
 # Level 3: dispatch, run each expert once, combine
 
 
 def dispatch(x: torch.Tensor, plan: DispatchPlan) -> torch.Tensor:
-    """Permute tokens into expert order: x [T, d] -> [N, d], row i is x[plan.token[i]]."""
-    # TODO: task 4, dispatch
-    raise NotImplementedError(TODO)
+    """Permute tokens into expert order: x [T, d] -> [N, d], row i is x[plan.token[i]].
+
+    ValueError for x that is not [T, d].
+    """
+    # TODO(level 3): gather the rows of x in the plan's order
+    raise NotImplementedError("level 3: dispatch is not implemented yet")
 
 
 def combine(
@@ -97,11 +106,12 @@ def combine(
     """Scatter-add the weighted expert outputs back to their tokens: [N, d] -> [T, d].
 
     y[t] = Σ over kept assignments i of token t of weights[t, plan.rank[i]] · expert_out[i],
-    summed in float32 and returned in expert_out's dtype. A token with no kept assignment gets 0.
-    weights [T, k] float32; num_tokens = T.
+    summed in float32 (float64 for float64 expert_out) and returned in expert_out's dtype. A
+    token with no kept assignment gets 0. weights [T, k] float32; num_tokens = T.
+    ValueError for expert_out that is not [N, d] for the plan's N, or weights not [T, k].
     """
-    # TODO: task 4, combine
-    raise NotImplementedError(TODO)
+    # TODO(level 3): scatter-ADD the weighted rows back to their tokens
+    raise NotImplementedError("level 3: combine is not implemented yet")
 
 
 def expert_mlp(
@@ -109,25 +119,29 @@ def expert_mlp(
 ) -> torch.Tensor:
     """One expert, a gated MLP: (silu(x @ w1) * (x @ w3)) @ w2.
 
-    x [n, d]; w1, w3 [d, h]; w2 [h, d] -> [n, d], computed in x's dtype.
+    x [n, d] float; w1, w3 [d, h]; w2 [h, d], all in x's dtype -> [n, d], computed in x's dtype.
+    ValueError (naming the argument) for shapes that do not fit or weights in another dtype.
     """
-    # TODO: task 4, one expert
-    raise NotImplementedError(TODO)
+    # TODO(level 3): the gated MLP
+    raise NotImplementedError("level 3: expert_mlp is not implemented yet")
 
 
 def moe_forward(x, gate_w, w1, w3, w2, k, capacity_factor=None) -> torch.Tensor:
     """The sparse MoE layer: y_t = Σ_r weights[t, r] · expert_{experts[t, r]}(x_t).
 
-    x [T, d]; gate_w [E, d]; w1, w3 [E, d, h]; w2 [E, h, d] -> y [T, d] in x's dtype.
-    The router runs in float32: logits = x.float() @ gate_w.float().T, then route(logits, k).
-    Each expert runs once, in x's dtype, on exactly the tokens routed to it (and kept): expert
-    FLOPs grow with T·k, never T·E. capacity_factor None means no limit; otherwise each expert
-    serves its first C = expert_capacity(T, k, E, capacity_factor) assignments in priority order,
-    a dropped assignment adds 0, and the token's other weights are NOT renormalised.
-    ValueError for shapes that do not fit together and for k outside 1..E.
+    x [T, d] float; gate_w [E, d]; w1, w3 [E, d, h]; w2 [E, h, d] in x's dtype -> y [T, d] in
+    x's dtype. The router runs in float32: logits = x.float() @ gate_w.float().T, then
+    route(logits, k). Each expert runs once, in x's dtype, on exactly the tokens routed to it
+    (and kept): the multiplications grow with T·k, never T·E, whether by matrix products or by
+    broadcasting, and no tensor exceeds T·k·max(E, d, h) elements. capacity_factor None means no
+    limit; otherwise each expert serves its first C = expert_capacity(T, k, E, capacity_factor)
+    assignments in priority order, a dropped assignment adds 0, and the token's other weights
+    are NOT renormalised.
+    ValueError (naming the argument) for shapes that do not fit together, w1/w3/w2 not in x's
+    dtype, k not an int in 1..E, and a capacity_factor that is not a finite number > 0.
     """
-    # TODO: task 5, the layer
-    raise NotImplementedError(TODO)
+    # TODO(level 3): route, plan, dispatch, run each expert on its group, combine
+    raise NotImplementedError("level 3: moe_forward is not implemented yet")
 
 
 # Level 4: the router's auxiliary losses
@@ -136,15 +150,20 @@ def moe_forward(x, gate_w, w1, w3, w2, k, capacity_factor=None) -> torch.Tensor:
 def load_balancing_loss(logits: torch.Tensor, experts: torch.Tensor) -> torch.Tensor:
     """E · Σ_e f_e · P_e, a scalar: exactly 1 at perfect balance, E when one expert takes all.
 
-    logits [T, E]; experts [T, k] int64. f_e = (assignments to e) / (T · k), a count;
-    P_e = mean over all T tokens of softmax(logits)[:, e] in float32, differentiable.
-    ValueError when experts is not [T, k] for the same T, or holds an index outside 0..E-1.
+    logits [T, E] (any float dtype); experts [T, k] int64. f_e = (assignments to e) / (T · k),
+    a count; P_e = mean over all T tokens of softmax(logits.float())[:, e], differentiable.
+    Returns a float32 scalar. ValueError for logits that are not a float [T, E] tensor with
+    T >= 1, or experts that is not int64 [T, k] for the same T with indices in 0..E-1.
     """
-    # TODO: task 6, the load-balancing loss
-    raise NotImplementedError(TODO)
+    # TODO(level 4): E · Σ_e f_e · P_e
+    raise NotImplementedError("level 4: load_balancing_loss is not implemented yet")
 
 
 def router_z_loss(logits: torch.Tensor) -> torch.Tensor:
-    """mean over tokens of logsumexp(logits [T, E])², a float32 scalar: it keeps logits small."""
-    # TODO: task 6, the z-loss
-    raise NotImplementedError(TODO)
+    """mean over tokens of logsumexp(logits [T, E])², a float32 scalar: it keeps logits small.
+
+    Upcast to float32 first and use a stable logsumexp (logits of 10^4 must not overflow).
+    ValueError for logits that are not a float [T, E] tensor with T, E >= 1.
+    """
+    # TODO(level 4): a stable logsumexp in float32, squared, averaged over tokens
+    raise NotImplementedError("level 4: router_z_loss is not implemented yet")

@@ -4,23 +4,10 @@ This is what most model code does, and it is fine at a few thousand positions; a
 a float32 angle has lost its last few thousandths of a radian, exactly where long context lives.
 """
 
-import torch
-
-from reference.context_extension import (
-    alibi_bias,
-    alibi_slopes,
-    apply_rope,
-    dynamic_ntk_inv_freq,
-    linear_scaled_inv_freq,
-    ntk_scaled_inv_freq,
-    rope_inv_freq,
-    yarn_inv_freq,
-)
-
-
-def rope_cos_sin(positions, inv_freq):
-    if positions.dim() != 1 or inv_freq.dim() != 1:
-        raise ValueError("positions and inv_freq must be 1-D")
-    angles = torch.outer(positions.float(), inv_freq.float())  # float32 angles
-    angles = torch.cat([angles, angles], dim=-1)
-    return angles.cos().float(), angles.sin().float()
+CAUGHT_BY = ["test_far_positions_keep_float32_accuracy", "test_one_decoding_step_far_out"]
+EDITS = [
+    (
+        "torch.outer(positions.to(torch.float64), inv_freq.to(torch.float64))",
+        "torch.outer(positions.float(), inv_freq.float())",
+    ),
+]

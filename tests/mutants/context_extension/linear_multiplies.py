@@ -4,26 +4,10 @@
 factor times faster and the model leaves its trained range even sooner.
 """
 
-import torch
-
-from reference.context_extension import (
-    _check_base,
-    _check_factor,
-    _check_head_dim,
-    _inv_freq64,
-    alibi_bias,
-    alibi_slopes,
-    apply_rope,
-    dynamic_ntk_inv_freq,
-    ntk_scaled_inv_freq,
-    rope_cos_sin,
-    rope_inv_freq,
-    yarn_inv_freq,
-)
-
-
-def linear_scaled_inv_freq(head_dim, base, factor):
-    _check_head_dim(head_dim)
-    _check_base(base)
-    _check_factor(factor)
-    return (_inv_freq64(head_dim, base) * factor).to(torch.float32)
+CAUGHT_BY = ["test_scaled_frequencies_known_values", "test_linear_scaled_inv_freq_matches_oracle"]
+EDITS = [
+    (
+        "return (_inv_freq64(head_dim, base) / factor)",
+        "return (_inv_freq64(head_dim, base) * factor)",
+    ),
+]

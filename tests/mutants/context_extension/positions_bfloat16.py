@@ -4,23 +4,10 @@ Building position ids in the activation dtype is a known real-world bug: bfloat1
 exactly only up to 256, so beyond that neighbouring tokens get the same position.
 """
 
-import torch
-
-from reference.context_extension import (
-    alibi_bias,
-    alibi_slopes,
-    apply_rope,
-    dynamic_ntk_inv_freq,
-    linear_scaled_inv_freq,
-    ntk_scaled_inv_freq,
-    rope_inv_freq,
-    yarn_inv_freq,
-)
-
-
-def rope_cos_sin(positions, inv_freq):
-    if positions.dim() != 1 or inv_freq.dim() != 1:
-        raise ValueError("positions and inv_freq must be 1-D")
-    angles = torch.outer(positions.to(torch.bfloat16).double(), inv_freq.double())
-    angles = torch.cat([angles, angles], dim=-1)
-    return angles.cos().float(), angles.sin().float()
+CAUGHT_BY = ["test_far_positions_keep_float32_accuracy", "test_rope_cos_sin_matches_oracle"]
+EDITS = [
+    (
+        "torch.outer(positions.to(torch.float64),",
+        "torch.outer(positions.to(torch.bfloat16).to(torch.float64),",
+    ),
+]

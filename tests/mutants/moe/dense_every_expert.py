@@ -4,35 +4,28 @@ The numbers are right, which is why it is tempting: it is the textbook formula
 Σ_e g_e(x) · expert_e(x) written directly, and it costs E / k times the work.
 """
 
-from __future__ import annotations
-
-import torch
-
-from reference.moe import (
-    DispatchPlan,
-    ExpertLoad,
-    _check_layer,
-    combine,
-    dispatch,
-    expert_capacity,
-    expert_load,
-    expert_mlp,
-    load_balancing_loss,
-    plan_dispatch,
-    route,
-    router_z_loss,
-)
-
-
-def moe_forward(x, gate_w, w1, w3, w2, k, capacity_factor=None) -> torch.Tensor:
-    _check_layer(x, gate_w, w1, w3, w2)
-    T, E = x.shape[0], gate_w.shape[0]
-    weights, experts = route(x.float() @ gate_w.float().T, k)
-    capacity = None if capacity_factor is None else expert_capacity(T, k, E, capacity_factor)
-    plan = plan_dispatch(experts, E, capacity=capacity)
-    gates = torch.zeros(T, E)  # (T, E): the weight of each kept assignment, 0 elsewhere
-    gates[plan.token, experts[plan.token, plan.rank]] = weights[plan.token, plan.rank]
-    y = torch.zeros(T, x.shape[1])
-    for e in range(E):  # BUG: all T tokens through every expert
-        y += gates[:, e, None] * expert_mlp(x, w1[e], w3[e], w2[e]).float()
-    return y.to(x.dtype)
+CAUGHT_BY = ["test_expert_work_grows_with_k_not_with_E"]
+EDITS = [
+    (
+        (
+            "    grouped = dispatch(x, plan)  # (N, d)\n"
+            "    out = torch.empty_like(grouped)  # (N, d)\n"
+            "    start = 0\n"
+            "    for e, count in enumerate(plan.counts.tolist()):\n"
+            "        if count:  # an expert with no tokens costs nothing\n"
+            "            rows = slice(start, start + count)\n"
+            "            out[rows] = expert_mlp(grouped[rows], w1[e], w3[e], w2[e])\n"
+            "            start += count\n"
+            "    return combine(out, weights, plan, T)\n"
+        ),
+        (
+            "    gates = torch.zeros(T, E)  # (T, E): kept weights, 0 elsewhere\n"
+            "    chosen = experts[plan.token, plan.rank]\n"
+            "    gates[plan.token, chosen] = weights[plan.token, plan.rank]\n"
+            "    y = torch.zeros(T, x.shape[1])\n"
+            "    for e in range(E):  # all T tokens through every expert\n"
+            "        y += gates[:, e, None] * expert_mlp(x, w1[e], w3[e], w2[e]).float()\n"
+            "    return y.to(x.dtype)\n"
+        ),
+    ),
+]

@@ -1,0 +1,390 @@
+"""Level 1 of the context-extension kata: RoPE's frequencies, tables and rotation.
+
+Order: bad input and known values first (cheap, and they catch the wrong-but-plausible variants
+that still satisfy every property), then precision at far positions, the cost of apply_rope,
+the properties and the float64 oracles on drawn shapes.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from grading.cost import count_flops, count_multiplies, largest_tensor
+from grading.devices import float_dtypes
+from grading.errors import BadCall, assert_value_error
+from grading.strategies import lengths, randn, seeds
+from grading.tolerance import assert_close
+from katas.context_extension.cases import (
+    FAR_POSITIONS,
+    bases,
+    cos_sin_oracle,
+    far_positions,
+    head_dims,
+    inv_freq_oracle,
+    rotate_pairs_oracle,
+    tables,
+)
+
+F32 = torch.float32
+ALL_FLOATS = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
+POSITION_DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, *ALL_FLOATS]
+PRECISION = (
+    "a precision problem: form the angles positions * inv_freq in float64 and round cos/sin to "
+    "float32 only at the end; float32 (or float16, bfloat16) positions or angles lose the last "
+    "digits of far positions"
+)
+
+# ----------------------------------------------------------------------------------------------
+# Bad input
+
+
+def _bad_calls() -> list[BadCall]:
+    inv_freq, cos, sin = torch.tensor([1.0, 0.1]), torch.ones(5, 4), torch.zeros(5, 4)
+    x = torch.zeros(2, 5, 4)
+    return [
+        BadCall("rope_inv_freq(7)", "odd head_dim", lambda m: m.rope_inv_freq(7)),
+        BadCall("rope_inv_freq(0)", "head_dim 0", lambda m: m.rope_inv_freq(0)),
+        BadCall("rope_inv_freq(-4)", "negative head_dim", lambda m: m.rope_inv_freq(-4)),
+        BadCall("rope_inv_freq(8.0)", "float head_dim", lambda m: m.rope_inv_freq(8.0)),
+        BadCall("rope_inv_freq(8, 1.0)", "base 1", lambda m: m.rope_inv_freq(8, 1.0)),
+        BadCall("rope_inv_freq(8, 0.5)", "base below 1", lambda m: m.rope_inv_freq(8, 0.5)),
+        BadCall("rope_inv_freq(8, -10000.0)", "negative base", lambda m: m.rope_inv_freq(8, -1e4)),
+        BadCall("rope_inv_freq(8, nan)", "base NaN", lambda m: m.rope_inv_freq(8, math.nan)),
+        BadCall("rope_inv_freq(8, inf)", "base inf", lambda m: m.rope_inv_freq(8, math.inf)),
+        BadCall(
+            "rope_cos_sin(positions of shape [2, 3], inv_freq)",
+            "positions not 1-D",
+            lambda m: m.rope_cos_sin(torch.zeros(2, 3), inv_freq),
+        ),
+        BadCall(
+            "rope_cos_sin(positions of shape [], inv_freq)",
+            "positions 0-D",
+            lambda m: m.rope_cos_sin(torch.tensor(5), inv_freq),
+        ),
+        BadCall(
+            "rope_cos_sin(positions, inv_freq of shape [1, 2])",
+            "inv_freq not 1-D",
+            lambda m: m.rope_cos_sin(torch.arange(3), inv_freq[None]),
+        ),
+        BadCall(
+            "apply_rope(x of shape [2, 6, 4], cos [5, 4], sin [5, 4])",
+            "N differs from the tables",
+            lambda m: m.apply_rope(torch.zeros(2, 6, 4), cos, sin),
+        ),
+        BadCall(
+            "apply_rope(x of shape [2, 5, 6], cos [5, 4], sin [5, 4])",
+            "D differs from the tables",
+            lambda m: m.apply_rope(torch.zeros(2, 5, 6), cos, sin),
+        ),
+        BadCall(
+            "apply_rope(x, cos [5, 4], sin [4, 4])",
+            "sin for other positions",
+            lambda m: m.apply_rope(x, cos, torch.zeros(4, 4)),
+        ),
+        BadCall(
+            "apply_rope(x, cos [1, 5, 4], sin [1, 5, 4])",
+            "tables not [N, D]",
+            lambda m: m.apply_rope(x, cos[None], sin[None]),
+        ),
+        BadCall(
+            "apply_rope(x of shape [5, 3], cos [5, 3], sin [5, 3])",
+            "odd head_dim",
+            lambda m: m.apply_rope(torch.zeros(5, 3), torch.ones(5, 3), torch.zeros(5, 3)),
+        ),
+        BadCall(
+            "apply_rope(x of shape [4], cos [1, 4], sin [1, 4])",
+            "x without a position dimension",
+            lambda m: m.apply_rope(torch.zeros(4), cos[:1], sin[:1]),
+        ),
+        BadCall(
+            "apply_rope(x of dtype int64, cos, sin)",
+            "integer x",
+            lambda m: m.apply_rope(torch.zeros(2, 5, 4, dtype=torch.int64), cos, sin),
+        ),
+    ]
+
+
+@pytest.mark.parametrize("bad", _bad_calls(), ids=str)
+def test_bad_rope_input_raises_value_error(impl, bad):
+    assert_value_error(bad, impl)
+
+
+# ----------------------------------------------------------------------------------------------
+# Known values, derived by hand
+
+
+def test_rope_inv_freq_known_values(impl):
+    # 10000 ** (-2i/8) = 10 ** (-i): one decade per pair.
+    got = impl.rope_inv_freq(8, 10000.0)
+    assert got.dtype == F32, f"rope_inv_freq must return float32, got {got.dtype}"
+    expected = torch.tensor([1.0, 0.1, 0.01, 0.001], dtype=torch.float64)
+    assert_close(
+        got,
+        expected,
+        hint="inv_freq[i] = base ** (-2i / head_dim): the exponent is 2i, not i, and there are "
+        "head_dim / 2 of them",
+    )
+    assert_close(impl.rope_inv_freq(4, 100.0), torch.tensor([1.0, 0.1], dtype=torch.float64))
+    assert_close(impl.rope_inv_freq(8), expected, hint="the default base is 10000")
+    assert_close(
+        impl.rope_inv_freq(4, base=500000.0),
+        torch.tensor([1.0, 500000.0**-0.5], dtype=torch.float64),
+        hint="base is the second argument: use it, not the default 10000",
+    )
+
+
+def test_rope_cos_sin_layout_known_values(impl):
+    positions = torch.tensor([0.0, 1.0, 2.5])
+    cos, sin = impl.rope_cos_sin(positions, torch.tensor([1.0, 0.1]))
+    assert cos.dtype == F32 and sin.dtype == F32, f"tables must be float32, got {cos.dtype}"
+    angles = [[0.0, 0.0], [1.0, 0.1], [2.5, 0.25]]
+    expected_cos = torch.tensor(
+        [[math.cos(a), math.cos(b)] * 2 for a, b in angles], dtype=torch.float64
+    )
+    expected_sin = torch.tensor(
+        [[math.sin(a), math.sin(b)] * 2 for a, b in angles], dtype=torch.float64
+    )
+    hint = (
+        "row n is cat([f, f]) with f = positions[n] * inv_freq: the half-split layout of "
+        "Llama, not the interleaved (f0, f0, f1, f1) one; fractional positions stay fractional"
+    )
+    assert_close(cos, expected_cos, name="cos", hint=hint)
+    assert_close(sin, expected_sin, name="sin", hint=hint)
+
+
+def test_apply_rope_known_values_at_position_1(impl):
+    # head_dim 4, base 100: pairs (x0, x2) turn by 1 radian and (x1, x3) by 0.1 radian.
+    c1, s1, c2, s2 = math.cos(1.0), math.sin(1.0), math.cos(0.1), math.sin(0.1)
+    cos = torch.tensor([[c1, c2, c1, c2]])
+    sin = torch.tensor([[s1, s2, s1, s2]])
+    x = torch.tensor([[1.0, 2.0, 3.0, 4.0]])
+    expected = torch.tensor(
+        [[-1.9841106485555495, 1.590674663968739, 2.4623779024123156, 4.17968349440576]],
+        dtype=torch.float64,
+    )  # (1·c1 - 3·s1, 2·c2 - 4·s2, 3·c1 + 1·s1, 4·c2 + 2·s2)
+    assert_close(
+        impl.apply_rope(x, cos, sin),
+        expected,
+        hint="x * cos + rotate_half(x) * sin with rotate_half(x) = cat(-x2, x1): dimension i "
+        "pairs with i + D/2 (not i + 1), and the minus sign goes on the second half",
+    )
+    half = impl.apply_rope(x.half(), cos, sin)
+    assert half.dtype == torch.float16, (
+        f"apply_rope must return x's dtype: float16 in, {half.dtype} out. Multiplying by the "
+        "float32 tables promotes to float32; cast the result back"
+    )
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_apply_rope_computes_in_float32(impl, dtype):
+    # Pairs (1, 1) turned by angles near pi/4: a·cos - b·sin nearly cancels. In float32 the
+    # difference is exact and rounds once to `dtype`; with the tables rounded to `dtype` first
+    # (or the products rounded there), the rounding errors of cos and sin are all that is left.
+    theta = math.pi / 4 + torch.linspace(-0.01, 0.01, 9, dtype=torch.float64)  # (9,)
+    cos = torch.stack([theta.cos(), theta.cos()], dim=-1).float()  # (9, 2)
+    sin = torch.stack([theta.sin(), theta.sin()], dim=-1).float()
+    x = torch.ones(9, 2, dtype=dtype)
+    out = impl.apply_rope(x, cos, sin)
+    assert out.dtype == dtype, f"apply_rope must return x's dtype {dtype}, got {out.dtype}"
+    expected = rotate_pairs_oracle(x, cos, sin)  # (9, 2)
+    assert_close(
+        out[:, 0],
+        expected[:, 0],
+        name="a·cos - b·sin where the two nearly cancel",
+        hint=f"a precision problem: upcast x ({dtype}) to float32, multiply by the float32 "
+        f"tables as they are (do not cast cos and sin to {dtype}), and cast only the result back",
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Far positions: precision where long contexts and decoding steps live
+
+
+@pytest.mark.parametrize("dtype", POSITION_DTYPES, ids=str)
+def test_far_positions_keep_float32_accuracy(impl, dtype):
+    positions = far_positions(dtype)
+    inv_freq = impl.rope_inv_freq(128, 500000.0)
+    cos, sin = impl.rope_cos_sin(positions, inv_freq)
+    expected_cos, expected_sin = cos_sin_oracle(positions, inv_freq)
+    name = f"({dtype} positions {positions.tolist()})"
+    assert_close(cos, expected_cos, name=f"cos {name}", hint=PRECISION)
+    assert_close(sin, expected_sin, name=f"sin {name}", hint=PRECISION)
+
+
+@pytest.mark.parametrize("position", FAR_POSITIONS[3:], ids=lambda p: f"position {p}")
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.float64], ids=str)
+def test_one_decoding_step_far_out(impl, position, dtype):
+    # A decoding step asks for the table of one position: [1, D].
+    positions = torch.tensor([position], dtype=dtype)
+    for inv_freq in (impl.rope_inv_freq(64, 10000.0), inv_freq_oracle(16, 1e6)):
+        cos, sin = impl.rope_cos_sin(positions, inv_freq)
+        expected_cos, expected_sin = cos_sin_oracle(positions, inv_freq)
+        where = f"(position {position} as {dtype}, {inv_freq.dtype} inv_freq)"
+        hint = f"{PRECISION}; inv_freq is used as given (float64 frequencies stay float64)"
+        assert_close(cos, expected_cos, name=f"cos {where}", hint=hint)
+        assert_close(sin, expected_sin, name=f"sin {where}", hint=hint)
+
+
+# ----------------------------------------------------------------------------------------------
+# Cost: RoPE is elementwise work
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [(2, 3, 17, 64), (1, 1, 1, 128), (4, 8, 5, 2), (1, 2, 33, 256), (3, 9, 16)],
+    ids=lambda s: "x " + "x".join(map(str, s)),
+)
+def test_apply_rope_is_elementwise(impl, shape):
+    x = randn(shape, seed=0)
+    cos, sin = tables(torch.arange(shape[-2]), shape[-1])
+    _, flops = count_flops(impl.apply_rope, x, cos, sin)
+    _, multiplies = count_multiplies(impl.apply_rope, x, cos, sin)
+    _, record = largest_tensor(impl.apply_rope, x, cos, sin)
+    assert flops == 0, (
+        f"apply_rope spent {flops} matmul FLOPs: a rotation per pair is two multiplies and an add, "
+        "not a (D, D) rotation matrix"
+    )
+    assert multiplies <= 3 * x.numel(), (
+        f"apply_rope did {multiplies} multiplications for x of {x.numel()} elements; "
+        "x * cos + rotate_half(x) * sin needs 2 per element (at most 3 allowed). A rotation "
+        "matrix applied by broadcasting costs D per element"
+    )
+    assert record.numel <= 2 * x.numel(), (
+        f"apply_rope made a tensor of {record}, more than twice x ({x.numel()} elements): "
+        "work on the halves of x, elementwise"
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Properties
+
+
+@given(
+    d=head_dims,
+    base=bases,
+    m=st.integers(0, 500),
+    n=st.integers(0, 500),
+    shift=st.integers(0, 500),
+    seed=seeds(),
+)
+@example(d=128, base=500000.0, m=1_000_000, n=999_000, shift=2**30, seed=0)
+@example(d=8, base=10000.0, m=3, n=5_000_000, shift=1_000_003, seed=1)
+def test_rope_scores_depend_only_on_distance(impl, d, base, m, n, shift, seed):
+    q, k = randn((d,), seed=seed), randn((d,), seed=seed + 1)
+    positions = torch.tensor([m, n, m + shift, n + shift])
+    cos, sin = impl.rope_cos_sin(positions, impl.rope_inv_freq(d, base))
+    rotated = impl.apply_rope(torch.stack([q, k, q, k]), cos, sin).double()  # (4, d)
+    before = rotated[0] @ rotated[1]
+    after = rotated[2] @ rotated[3]
+    assert_close(
+        after.reshape(1),
+        before.reshape(1),
+        dtype=F32,
+        scale=float(q.norm() * k.norm()),
+        name="<R_m q, R_n k>",
+        hint="shifting both positions must not change the score: the tables must pair cos and "
+        f"sin of the same angle in both halves. At far positions this is also {PRECISION}",
+    )
+
+
+@given(
+    d=head_dims,
+    n=lengths(33),
+    batch=st.integers(1, 3),
+    dtype=st.sampled_from(float_dtypes()),
+    seed=seeds(),
+)
+def test_rope_preserves_norms(impl, d, n, batch, dtype, seed):
+    x = randn((batch, n, d), seed=seed, dtype=dtype)
+    positions = torch.randint(0, 10_000, (n,), generator=torch.Generator().manual_seed(seed))
+    cos, sin = impl.rope_cos_sin(positions, impl.rope_inv_freq(d))
+    out = impl.apply_rope(x, cos, sin)
+    assert_close(
+        out.double().norm(dim=-1),
+        x.double().norm(dim=-1),
+        dtype=dtype,
+        name="norms",
+        hint="a rotation keeps every vector's length: cos and sin of one angle per pair",
+    )
+
+
+@given(d=head_dims, n=lengths(17), dtype=st.sampled_from(ALL_FLOATS), seed=seeds())
+def test_position_zero_is_the_identity(impl, d, n, dtype, seed):
+    x = randn((n, d), seed=seed, dtype=dtype)
+    cos, sin = impl.rope_cos_sin(torch.zeros(n, dtype=torch.long), impl.rope_inv_freq(d))
+    out = impl.apply_rope(x, cos, sin)
+    assert out.dtype == dtype, f"apply_rope must keep x's dtype {dtype}, got {out.dtype}"
+    assert_close(out, x.double(), hint="at position 0 every angle is 0: cos 1, sin 0")
+
+
+# ----------------------------------------------------------------------------------------------
+# Float64 oracles on drawn shapes
+
+
+@given(d=head_dims, base=bases)
+@example(d=2, base=1.0001)
+@example(d=256, base=1e12)
+def test_rope_inv_freq_matches_oracle(impl, d, base):
+    got = impl.rope_inv_freq(d, base)
+    assert got.dtype == F32, f"rope_inv_freq must return float32, got {got.dtype}"
+    assert_close(got, inv_freq_oracle(d, base), hint="base ** (-2i / head_dim), in float64")
+
+
+@given(
+    d=head_dims,
+    base=bases,
+    n=lengths(40),
+    fractional=st.booleans(),
+    far=st.booleans(),
+    seed=seeds(),
+)
+@example(d=128, base=500000.0, n=1, fractional=False, far=True, seed=0)
+@example(d=64, base=10000.0, n=3, fractional=True, far=True, seed=1)
+def test_rope_cos_sin_matches_oracle(impl, d, base, n, fractional, far, seed):
+    gen = torch.Generator().manual_seed(seed)
+    positions = torch.randint(0, 10**7 if far else 100_000, (n,), generator=gen)
+    if fractional:
+        positions = positions / 3.0  # float positions, as interpolation makes them
+    kept = positions.clone()
+    inv_freq = impl.rope_inv_freq(d, base)
+    cos, sin = impl.rope_cos_sin(positions, inv_freq)
+    assert torch.equal(positions, kept), "rope_cos_sin modified its positions"
+    expected_cos, expected_sin = cos_sin_oracle(positions, inv_freq)
+    hint = f"cat([f, f]) layout; if only far positions fail, {PRECISION}"
+    assert_close(cos, expected_cos, name="cos", hint=hint)
+    assert_close(sin, expected_sin, name="sin", hint=hint)
+
+
+@given(
+    d=head_dims,
+    heads=st.integers(1, 3),
+    n=lengths(33),
+    dtype=st.sampled_from(ALL_FLOATS),
+    transposed=st.booleans(),
+    seed=seeds(),
+)
+@example(d=64, heads=3, n=7, dtype=torch.float16, transposed=True, seed=0)
+def test_apply_rope_matches_oracle(impl, d, heads, n, dtype, transposed, seed):
+    if transposed:  # a [B, N, H, D] projection viewed as [B, H, N, D]: not contiguous
+        x = randn((2, n, heads, d), seed=seed, dtype=dtype).transpose(1, 2)
+    else:
+        x = randn((2, heads, n, d), seed=seed, dtype=dtype)
+    positions = torch.randint(0, 4096, (n,), generator=torch.Generator().manual_seed(seed))
+    cos, sin = tables(positions, d)
+    kept = (x.clone(), cos.clone(), sin.clone())
+    out = impl.apply_rope(x, cos, sin)
+    assert all(torch.equal(a, b) for a, b in zip((x, cos, sin), kept, strict=True)), (
+        "apply_rope modified its input"
+    )
+    assert out.dtype == dtype, f"apply_rope must return x's dtype {dtype}, got {out.dtype}"
+    assert_close(
+        out,
+        rotate_pairs_oracle(x, cos, sin),
+        hint="pair (x[i], x[i + D/2]) turns to (a cos - b sin, a sin + b cos); compute in "
+        "float32 (float64 for float64 x) and cast back to x's dtype at the end",
+    )

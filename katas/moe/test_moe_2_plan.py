@@ -1,0 +1,261 @@
+"""Level 2 of the MoE kata: the capacity, the dispatch plan and the load report."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, note
+
+from grading.errors import BadCall, assert_value_error
+from katas.moe.cases import RoutingSpec, bad_input_table, plan_oracle, routing_specs
+
+T, E = 4, 3
+EXPERTS = torch.tensor([[0, 1], [1, 2], [0, 2], [2, 0]])  # (T, k = 2)
+BAD_INPUT = [
+    (
+        BadCall(
+            "expert_capacity(4, 1, 3, -1.0)",
+            "factor -1",
+            lambda m: m.expert_capacity(T, 1, E, -1.0),
+        ),
+        "capacity_factor",
+    ),
+    (
+        BadCall(
+            "expert_capacity(4, 1, 3, 0.0)", "factor 0", lambda m: m.expert_capacity(T, 1, E, 0.0)
+        ),
+        "capacity_factor",
+    ),
+    (
+        BadCall(
+            "expert_capacity(4, 1, 3, nan)",
+            "factor NaN",
+            lambda m: m.expert_capacity(T, 1, E, math.nan),
+        ),
+        "capacity_factor",
+    ),
+    (
+        BadCall(
+            "expert_capacity(4, 1, 3, inf)",
+            "factor inf",
+            lambda m: m.expert_capacity(T, 1, E, math.inf),
+        ),
+        "capacity_factor",
+    ),
+    (
+        BadCall(
+            "expert_capacity(4, 1, 0, 1.0)", "no experts", lambda m: m.expert_capacity(T, 1, 0, 1.0)
+        ),
+        "num_experts",
+    ),
+    (
+        BadCall(
+            "expert_capacity(-4, 1, 3, 1.0)",
+            "negative T",
+            lambda m: m.expert_capacity(-T, 1, E, 1.0),
+        ),
+        "num_tokens",
+    ),
+    (
+        BadCall(
+            "expert_capacity(4, 0, 3, 1.0)",
+            "capacity k = 0",
+            lambda m: m.expert_capacity(T, 0, E, 1.0),
+        ),
+        "k",
+    ),
+    (
+        BadCall(
+            "expert_capacity(4, 4, 3, 1.0)",
+            "capacity k > E",
+            lambda m: m.expert_capacity(T, 4, E, 1.0),
+        ),
+        "k",
+    ),
+    (
+        BadCall(
+            "plan_dispatch(experts holding 3, 3)",
+            "plan: index = E",
+            lambda m: m.plan_dispatch(torch.full((T, 1), E), E),
+        ),
+        "experts",
+    ),
+    (
+        BadCall(
+            "plan_dispatch(experts holding -1, 3)",
+            "plan: index -1",
+            lambda m: m.plan_dispatch(torch.full((T, 1), -1), E),
+        ),
+        "experts",
+    ),
+    (
+        BadCall(
+            "plan_dispatch(experts of shape [4], 3)",
+            "plan: 1-D experts",
+            lambda m: m.plan_dispatch(EXPERTS[:, 0], E),
+        ),
+        "experts",
+    ),
+    (
+        BadCall(
+            "plan_dispatch(experts of dtype float32, 3)",
+            "plan: float experts",
+            lambda m: m.plan_dispatch(EXPERTS.float(), E),
+        ),
+        "experts",
+    ),
+    (
+        BadCall(
+            "plan_dispatch(experts [4, 2], 1)",
+            "plan: k > num_experts",
+            lambda m: m.plan_dispatch(EXPERTS.clamp(max=0), 1),
+        ),
+        "k",
+    ),
+    (
+        BadCall(
+            "plan_dispatch(experts, 3, capacity=-1)",
+            "plan: negative capacity",
+            lambda m: m.plan_dispatch(EXPERTS, E, capacity=-1),
+        ),
+        "capacity",
+    ),
+    (
+        BadCall(
+            "plan_dispatch(experts, 3, capacity=2.0)",
+            "plan: float capacity",
+            lambda m: m.plan_dispatch(EXPERTS, E, capacity=2.0),
+        ),
+        "capacity",
+    ),
+    (
+        BadCall(
+            "expert_load(experts holding 3, 3)",
+            "load: index = E",
+            lambda m: m.expert_load(torch.full((T, 1), E), E),
+        ),
+        "experts",
+    ),
+    (
+        BadCall(
+            "expert_load(experts, 3, capacity=-1)",
+            "load: negative capacity",
+            lambda m: m.expert_load(EXPERTS, E, capacity=-1),
+        ),
+        "capacity",
+    ),
+]
+
+
+@pytest.mark.parametrize(("bad", "argument"), bad_input_table(BAD_INPUT))
+def test_bad_plan_input_raises_value_error(impl, bad, argument):
+    assert_value_error(bad, impl, match=argument)
+
+
+# ----------------------------------------------------------------------------------------------
+# The capacity
+
+
+@pytest.mark.parametrize(
+    ("T", "k", "E", "factor", "expected"),
+    [
+        (10, 2, 8, 1.0, 3),  # 2.5 rounds up
+        (8, 2, 8, 1.0, 2),  # exact
+        (5, 1, 4, 0.5, 1),  # 0.625 rounds up: an expert always serves at least one
+        (1, 1, 64, 1.0, 1),
+        (16, 2, 8, 1.25, 5),
+        (33, 2, 8, 0.75, 7),  # 6.1875: k counts, T·k assignments are spread over E experts
+        (7, 3, 5, 2.0, 9),  # 8.4
+        (1000, 2, 64, 1e-9, 1),  # a tiny factor still serves one
+        (4096, 8, 64, 64.0, 32768),  # a factor of E: C = T·k, nothing can be dropped
+        (0, 2, 8, 1.0, 0),  # no tokens, nothing to serve
+    ],
+)
+def test_expert_capacity_rounds_up(impl, T, k, E, factor, expected):
+    got = impl.expert_capacity(T, k, E, factor)
+    assert got == expected and isinstance(got, int), (
+        f"expert_capacity({T}, {k}, {E}, {factor}) = {got!r}, expected the int "
+        f"ceil({factor} * {T} * {k} / {E}) = {expected}: count all T·k assignments and round up"
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# The dispatch plan
+
+
+@pytest.mark.parametrize(
+    ("capacity", "tokens", "ranks", "counts"),
+    [
+        # Expert 0 gets (0, r0), (2, r0), (3, r1); expert 1 (1, r0), (0, r1); expert 2 (3, r0),
+        # (1, r1), (2, r1): each group by rank, then token.
+        (None, [0, 2, 3, 1, 0, 3, 1, 2], [0, 0, 1, 0, 1, 0, 1, 1], [3, 2, 3]),
+        (2, [0, 2, 1, 0, 3, 1], [0, 0, 0, 1, 0, 1], [2, 2, 2]),
+        (1, [0, 1, 3], [0, 0, 0], [1, 1, 1]),  # first choices win over earlier second choices
+        (0, [], [], [0, 0, 0]),  # capacity 0 keeps nothing (it is not "no limit")
+    ],
+    ids=["no capacity", "capacity 2", "capacity 1", "capacity 0"],
+)
+def test_plan_known_values(impl, capacity, tokens, ranks, counts):
+    plan = impl.plan_dispatch(EXPERTS, E, capacity=capacity)
+    got = (plan.token.tolist(), plan.rank.tolist(), plan.counts.tolist())
+    assert got == (tokens, ranks, counts), (
+        f"plan_dispatch(experts={EXPERTS.tolist()}, 3, capacity={capacity}):\n"
+        f"expected token {tokens}, rank {ranks}, counts {counts}\n"
+        f"got      token {got[0]}, rank {got[1]}, counts {got[2]}\n"
+        "groups by expert (expert 0 first), each in priority order: rank, then token; each "
+        "expert keeps its first `capacity` assignments, and capacity=None means no limit while "
+        "capacity=0 keeps nothing"
+    )
+    for name in ("token", "rank", "counts"):
+        dtype = getattr(plan, name).dtype
+        assert dtype == torch.int64, f"plan.{name} must be int64, got {dtype}"
+
+
+@given(spec=routing_specs())
+def test_plan_keeps_at_most_capacity_in_priority_order(impl, spec: RoutingSpec):
+    experts = spec.experts()
+    C = spec.capacity
+    plan = impl.plan_dispatch(experts, spec.E, capacity=C)
+    tokens, ranks, counts = plan_oracle(experts, spec.E, C)
+    routed = torch.bincount(experts.reshape(-1), minlength=spec.E)
+    note(f"experts per token:\n{experts}\nrouted per expert: {routed.tolist()}")
+    got_counts = plan.counts.tolist()
+    if C is not None:
+        assert max(got_counts) <= C, f"an expert serves more than C = {C}: counts {got_counts}"
+    expected_kept = int(routed.sum()) if C is None else int(routed.clamp(max=C).sum())
+    assert sum(got_counts) == expected_kept, (
+        f"kept {sum(got_counts)} assignments, expected Σ_e min(routed_e, C) = {expected_kept} "
+        f"(C = {C}, routed {routed.tolist()})"
+    )
+    assert got_counts == counts, f"counts per expert: expected {counts}, got {got_counts}"
+    kept = sorted(zip(tokens, ranks, strict=True))
+    got = sorted(zip(plan.token.tolist(), plan.rank.tolist(), strict=True))
+    assert got == kept, (
+        f"the wrong assignments were kept (C = {C}). Priority is rank-major: every token's "
+        "first choice comes before any token's second choice; within a rank the earlier token "
+        "wins.\n"
+        f"expected (token, rank) {kept}\ngot {got}"
+    )
+    assert plan.token.tolist() == tokens and plan.rank.tolist() == ranks, (
+        "the kept assignments are right but out of order: group them by expert (expert 0 "
+        "first) and keep priority order inside each group (by rank, then token)\n"
+        f"expected tokens {tokens} ranks {ranks}\ngot tokens {plan.token.tolist()} "
+        f"ranks {plan.rank.tolist()}"
+    )
+
+
+@given(spec=routing_specs())
+def test_expert_load_reports_routed_and_kept(impl, spec: RoutingSpec):
+    experts = spec.experts()
+    load = impl.expert_load(experts, spec.E, capacity=spec.capacity)
+    routed = torch.bincount(experts.reshape(-1), minlength=spec.E)
+    kept = routed if spec.capacity is None else routed.clamp(max=spec.capacity)
+    assert load.routed.tolist() == routed.tolist(), (
+        f"routed: expected assignments per expert {routed.tolist()}, got {load.routed.tolist()}"
+    )
+    assert load.kept.tolist() == kept.tolist(), (
+        f"kept: expected min(routed, C = {spec.capacity}) = {kept.tolist()}, "
+        f"got {load.kept.tolist()} (capacity None: no limit; capacity 0: nothing kept)"
+    )
