@@ -479,14 +479,14 @@ def ideal_tokens(specs: list[WorkloadRequest]) -> int:
 
 
 def recomputed_tokens(trace: Trace) -> int:
-    """Tokens fed again after a preemption: everything a later segment of a request re-feeds."""
-    seen, again = set(), 0
-    for segment in trace.segments:
-        if segment.request in seen:
-            again += len(trace.specs[segment.request].prompt)
-            again += trace.generated_before(segment.request, segment.first_call)
-        seen.add(segment.request)
-    return again
+    """Tokens fed twice because of preemption: everything a preempted request had cached."""
+    later = set()
+    lost = 0
+    for segment in reversed(trace.segments):
+        if segment.request in later:
+            lost += segment.length[-1]
+        later.add(segment.request)
+    return lost
 
 
 def ideal_flops(config, specs: list[WorkloadRequest], recompute: list[int] = ()) -> int:
