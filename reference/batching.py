@@ -34,7 +34,7 @@ class Completion:
 
 
 @dataclass(eq=False)
-class Sequence:
+class _Sequence:
     """One request on its way through the batcher."""
 
     request: Request
@@ -66,12 +66,12 @@ class Sequence:
 # Checks shared by the three strategies
 
 
-def check_size(name: str, value, minimum: int = 1) -> None:
+def _check_size(name: str, value, minimum: int = 1) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
         raise ValueError(f"{name}: expected an int >= {minimum}, got {value!r}")
 
 
-def sequences(model, requests) -> list[Sequence]:
+def _sequences(model, requests) -> list[_Sequence]:
     """The requests as Sequences, sorted by arrival (ties: order in `requests`), checked."""
     config, seen = model.config, set()
     for i, r in enumerate(requests):
@@ -83,17 +83,17 @@ def sequences(model, requests) -> list[Sequence]:
             raise ValueError(f"{where}: prompt is empty; it needs at least one token")
         if not all(isinstance(t, int) and 0 <= t < config.vocab_size for t in r.prompt):
             raise ValueError(f"{where}: prompt tokens must be ints in 0..{config.vocab_size - 1}")
-        check_size(f"{where}: max_new_tokens", r.max_new_tokens)
-        check_size(f"{where}: arrival", r.arrival, 0)
+        _check_size(f"{where}: max_new_tokens", r.max_new_tokens)
+        _check_size(f"{where}: arrival", r.arrival, 0)
         if len(r.prompt) + r.max_new_tokens - 1 > config.max_seq_len:
             raise ValueError(
                 f"{where}: prompt of {len(r.prompt)} tokens + max_new_tokens {r.max_new_tokens} "
                 f"- 1 exceeds the model's max_seq_len {config.max_seq_len}"
             )
-    return sorted((Sequence(r, i) for i, r in enumerate(requests)), key=lambda s: s.key)
+    return sorted((_Sequence(r, i) for i, r in enumerate(requests)), key=lambda s: s.key)
 
 
-def completions(seqs: list[Sequence]) -> list[Completion]:
+def _completions(seqs: list[_Sequence]) -> list[Completion]:
     """In the order of `requests`."""
     return [
         Completion(s.request.id, s.generated, s.request.arrival, s.first_token, s.finished)
@@ -106,7 +106,7 @@ def completions(seqs: list[Sequence]) -> list[Completion]:
 
 
 @torch.no_grad()
-def run_step(model, batch: list[tuple[Sequence, int]], step: int) -> None:
+def _run_step(model, batch: list[tuple[_Sequence, int]], step: int) -> None:
     """Feed each sequence its next n pending tokens in one call; take the tokens that come out."""
     device = next(model.parameters()).device
     for seq, _ in batch:
@@ -126,10 +126,10 @@ def run_step(model, batch: list[tuple[Sequence, int]], step: int) -> None:
             seq.finished = step
 
 
-def run_to_completion(model, group: list[Sequence], step: int) -> int:
+def _run_to_completion(model, group: list[_Sequence], step: int) -> int:
     """Run a fixed batch from `step` until every member is done; return the next free step."""
     while not all(s.done for s in group):
-        run_step(model, [(s, len(s.pending)) for s in group if not s.done], step)
+        _run_step(model, [(s, len(s.pending)) for s in group if not s.done], step)
         step += 1
     return step
 
@@ -139,14 +139,14 @@ def run_to_completion(model, group: list[Sequence], step: int) -> int:
 
 
 def static_batching(model, requests, batch_size) -> list[Completion]:
-    check_size("batch_size", batch_size)
-    queue = sequences(model, requests)
+    _check_size("batch_size", batch_size)
+    queue = _sequences(model, requests)
     step = 0
     for start in range(0, len(queue), batch_size):
         group = queue[start : start + batch_size]
         step = max(step, max(s.request.arrival for s in group))  # wait for the last member
-        step = run_to_completion(model, group, step)
-    return completions(queue)
+        step = _run_to_completion(model, group, step)
+    return _completions(queue)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -154,9 +154,9 @@ def static_batching(model, requests, batch_size) -> list[Completion]:
 
 
 def dynamic_batching(model, requests, max_batch_size, max_wait) -> list[Completion]:
-    check_size("max_batch_size", max_batch_size)
-    check_size("max_wait", max_wait, 0)
-    queue = sequences(model, requests)
+    _check_size("max_batch_size", max_batch_size)
+    _check_size("max_wait", max_wait, 0)
+    queue = _sequences(model, requests)
     step, served = 0, 0
     while served < len(queue):
         waiting = [s for s in queue[served:] if s.request.arrival <= step]
@@ -164,17 +164,17 @@ def dynamic_batching(model, requests, max_batch_size, max_wait) -> list[Completi
         if full or (waiting and step - waiting[0].request.arrival >= max_wait):
             batch = waiting[:max_batch_size]
             served += len(batch)
-            step = run_to_completion(model, batch, step)
+            step = _run_to_completion(model, batch, step)
         else:
             step += 1  # idle: wait for more requests or for the oldest to wait max_wait
-    return completions(queue)
+    return _completions(queue)
 
 
 # ----------------------------------------------------------------------------------------------
 # Levels 3 and 4: continuous batching, chunked prefill, a block pool with preemption
 
 
-class BlockPool:
+class _BlockPool:
     """KV memory in blocks of `block_size` tokens: a sequence of n cached tokens holds
     ceil(n / block_size) of them. `num_blocks=None` means unlimited."""
 
@@ -190,27 +190,27 @@ class BlockPool:
         used = sum(self.held.values())
         return math.inf if self.num_blocks is None else self.num_blocks - used
 
-    def can_grow(self, seq: Sequence, n: int) -> bool:
+    def can_grow(self, seq: _Sequence, n: int) -> bool:
         return self.blocks(seq.cached + n) - self.held.get(id(seq), 0) <= self.free
 
-    def grow(self, seq: Sequence, n: int) -> None:
+    def grow(self, seq: _Sequence, n: int) -> None:
         self.held[id(seq)] = self.blocks(seq.cached + n)
 
-    def release(self, seq: Sequence) -> None:
+    def release(self, seq: _Sequence) -> None:
         self.held.pop(id(seq), None)
 
 
 def continuous_batching(
     model, requests, max_batch_size, max_tokens_per_step=None, kv_blocks=None, block_size=16
 ) -> list[Completion]:
-    check_size("max_batch_size", max_batch_size)
+    _check_size("max_batch_size", max_batch_size)
     if max_tokens_per_step is not None:
-        check_size("max_tokens_per_step", max_tokens_per_step)
+        _check_size("max_tokens_per_step", max_tokens_per_step)
     if kv_blocks is not None:
-        check_size("kv_blocks", kv_blocks)
-    check_size("block_size", block_size)
-    queue = sequences(model, requests)
-    pool = BlockPool(kv_blocks, block_size)
+        _check_size("kv_blocks", kv_blocks)
+    _check_size("block_size", block_size)
+    queue = _sequences(model, requests)
+    pool = _BlockPool(kv_blocks, block_size)
     for s in queue:
         need = pool.blocks(len(s.request.prompt) + s.request.max_new_tokens - 1)
         if kv_blocks is not None and need > kv_blocks:
@@ -252,9 +252,9 @@ def continuous_batching(
             pool.grow(seq, n)
             batch.append((seq, n))
             budget -= n
-        run_step(model, batch, step)
+        _run_step(model, batch, step)
         for seq in [s for s in running if s.done]:  # they leave at once
             running.remove(seq)
             pool.release(seq)
         step += 1
-    return completions(queue)
+    return _completions(queue)

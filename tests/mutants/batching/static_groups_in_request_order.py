@@ -7,8 +7,8 @@ early in the list holds up a whole group of earlier ones.
 CAUGHT_BY = ["test_static_groups_are_exactly_as_defined"]
 EDITS = [
     (
-        '    check_size("batch_size", batch_size)\n    queue = sequences(model, requests)',
-        '    check_size("batch_size", batch_size)\n'
-        "    queue = sorted(sequences(model, requests), key=lambda s: s.order)",
+        '    _check_size("batch_size", batch_size)\n    queue = _sequences(model, requests)',
+        '    _check_size("batch_size", batch_size)\n'
+        "    queue = sorted(_sequences(model, requests), key=lambda s: s.order)",
     ),
 ]
