@@ -154,7 +154,7 @@ def test_continuous_beats_static_on_a_chat_workload(impl, figures):
 
 
 def test_continuous_flops_within_the_ideal(impl, figures):
-    specs = poisson_workload(12, rate=0.5, seed=1, scale=0.1)
+    specs = poisson_workload(6, rate=0.5, seed=1, scale=0.05)
     model = make_model(0, torch.float32)
     requests = as_requests(impl, specs)
     _, flops = count_flops(impl.continuous_batching, model, requests, 4)

@@ -118,7 +118,7 @@ def test_preemption_recomputes_within_the_counted_cost(impl, figures):
 
 
 def test_chunked_prefill_bounds_the_longest_step(impl, figures):
-    specs = poisson_workload(24, rate=0.5, seed=2, scale=0.2)
+    specs = poisson_workload(10, rate=0.5, seed=2, scale=0.2)
     model = make_model(0, torch.float32)
     longest = {}
     for budget in (None, 16):
