@@ -5,8 +5,9 @@ with mean 1 / rate steps (rounded down, so several requests can arrive in one st
 output lengths are log-normal, the long right tail of real chat traffic. Their means imitate the
 ShareGPT conversations that vLLM was benchmarked on (Kwon et al., "Efficient Memory Management for
 Large Language Model Serving with PagedAttention", SOSP 2023: 161 prompt tokens and 338 output
-tokens on average, outputs about twice as long as prompts and far more spread out), scaled down
-by `scale` so that the tiny model's context holds them.
+tokens on average), scaled down by `scale` so that the tiny model's context holds them. The
+spread (log-normal sigma 0.8 for prompts, 1.0 for outputs) is this module's choice: a few outputs
+are many times the median, as in chat traffic.
 
 Everything comes from `seed` through Python's `random.Random`: the same workload on every machine.
 """
