@@ -40,6 +40,13 @@ def solo(prompt: tuple[int, ...], max_new_tokens: int) -> tuple[int, ...]:
     return tuple(out[0, len(prompt) :].tolist())
 
 
+LISTED_OUT_OF_ORDER = [  # the list order is not the arrival order
+    WorkloadRequest(5, [1, 2, 3], 2, 3),
+    WorkloadRequest(6, [6, 2], 3, 0),
+    WorkloadRequest(7, [11], 1, 1),
+]
+
+
 def as_requests(impl, specs: list[WorkloadRequest]) -> list:
     return [impl.Request(s.id, list(s.prompt), s.max_new_tokens, s.arrival) for s in specs]
 
@@ -61,7 +68,8 @@ def workloads(draw, max_requests: int = 6, max_new: int = 10, max_arrival: int =
         arrival = draw(st.integers(0, spread), label=f"arrival {i}")
         prompt = [firsts[i]] + torch.randint(0, VOCAB, (P - 1,), generator=gen).tolist()
         specs.append(WorkloadRequest(ids[i], prompt, max_new_tokens, arrival))
-    return specs
+    order = draw(st.permutations(range(n)), label="order in the list")
+    return [specs[i] for i in order]  # not in arrival order
 
 
 def serve(strategy, model, *args, **kwargs):
@@ -139,8 +147,8 @@ class Trace:
     def key(self, r: int) -> tuple[int, int]:
         return (self.specs[r].arrival, r)
 
-    def first_call(self, r: int) -> int:
-        return self.produced[r].get(1, -1)
+    def first_call(self, r: int) -> int | None:
+        return self.produced[r].get(1)
 
     def last_call(self, r: int) -> int | None:
         return self.produced[r].get(self.specs[r].max_new_tokens)
@@ -209,7 +217,7 @@ def check_clock(trace: Trace, completions, steps: list[int], rule: str) -> None:
     """The reported first_token / finished are the steps of the calls that made those tokens."""
     for r, (got, spec) in enumerate(zip(completions, trace.specs, strict=True)):
         first, last = trace.first_call(r), trace.last_call(r)
-        assert first >= 0 and last is not None, f"request {spec.id} never got all its tokens"
+        assert first is not None and last is not None, f"request {spec.id} never got all its tokens"
         for name, call in (("first_token", first), ("finished", last)):
             assert getattr(got, name) == steps[call], (
                 f"request {spec.id}: {name} = {getattr(got, name)}, but that token came out of "

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from grading.errors import BadCall, assert_value_error
 from grading.workload import WorkloadRequest
 from katas.batching.cases import (
+    LISTED_OUT_OF_ORDER,
     MAX_SEQ_LEN,
     as_requests,
     check_completions,
@@ -25,6 +26,8 @@ BATCH_SIZES = st.sampled_from([1, 2, 3, 5, 7])
 
 
 @given(specs=workloads(), batch_size=BATCH_SIZES)
+@example(specs=LISTED_OUT_OF_ORDER, batch_size=1)
+@example(specs=LISTED_OUT_OF_ORDER, batch_size=2)
 def test_static_groups_are_exactly_as_defined(impl, specs, batch_size):
     out, log = serve(impl.static_batching, shared_model(), as_requests(impl, specs), batch_size)
     check_completions(out, specs)

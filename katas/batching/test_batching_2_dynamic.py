@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from grading.errors import BadCall, assert_value_error
 from katas.batching.cases import (
+    LISTED_OUT_OF_ORDER,
     as_requests,
     check_completions,
     check_fixed_batches,
@@ -24,6 +25,7 @@ WAITS = st.sampled_from([0, 1, 2, 3, 5, 20])
 
 
 @given(specs=workloads(), max_batch_size=BATCH_SIZES, max_wait=WAITS)
+@example(specs=LISTED_OUT_OF_ORDER, max_batch_size=2, max_wait=2)
 def test_dynamic_batches_start_when_full_or_after_max_wait(impl, specs, max_batch_size, max_wait):
     requests = as_requests(impl, specs)
     out, log = serve(impl.dynamic_batching, shared_model(), requests, max_batch_size, max_wait)
