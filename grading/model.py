@@ -12,6 +12,19 @@ before the first layer updates the cache). Each attention layer calls
 
 and attends causally over what comes back, the newest query aligned with the newest key.
 
+Ragged batches (for batching): one call can carry rows at different positions that add different
+numbers of new tokens, each row with its own cache (a prefill of 17 tokens beside decodes of 1):
+
+    model.forward_batch(rows, caches) -> logits   rows: B LongTensors [T_b]; caches: B caches
+                                                  logits: B tensors [T_b, vocab_size]
+
+The layout is packed (varlen): the rows are concatenated into one sequence of sum(T_b) tokens for
+every matrix product, so no padding is ever computed, and attention runs row by row against
+that row's cache, exactly as `model(row[None], cache)` would. A row's logits never depend on what
+else is in the batch. `SequenceCache` is a ready cache for one row. Every call is recorded in
+`model.batch_log` (see `BatchCall`): which cache each row used, where it started, the tokens it
+fed; the batching tests read it to check a schedule.
+
 The weights come from a seed. They are scaled so that attention is sharp and the output depends
 on the whole context: a cache that drops or misplaces keys changes the tokens generated.
 """
@@ -88,6 +101,23 @@ class Attention(nn.Module):
         self.wv = nn.Linear(c.dim, c.n_kv_heads * c.head_dim, bias=False)
         self.wo = nn.Linear(c.n_heads * c.head_dim, c.dim, bias=False)
 
+    def forward_packed(self, x, cos, sin, lengths, caches):
+        """x (N, dim) holds the rows' tokens back to back; row b has lengths[b] of them."""
+        c = self.config
+        N = x.shape[0]
+        q = self.wq(x).view(N, c.n_heads, c.head_dim).transpose(0, 1)  # (H, N, hd)
+        k = self.wk(x).view(N, c.n_kv_heads, c.head_dim).transpose(0, 1)  # (Hkv, N, hd)
+        v = self.wv(x).view(N, c.n_kv_heads, c.head_dim).transpose(0, 1)
+        q, k, v = apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
+        outs = []
+        for q_b, k_b, v_b, cache in zip(
+            q.split(lengths, 1), k.split(lengths, 1), v.split(lengths, 1), caches, strict=True
+        ):
+            k_all, v_all = cache.update(self.layer, k_b[None], v_b[None])  # (1, Hkv, L + T_b, hd)
+            outs.append(causal_attention(q_b[None], k_all, v_all)[0][0])  # (H, T_b, hd)
+        y = torch.cat(outs, dim=1).transpose(0, 1).reshape(N, c.dim)  # (N, H * hd)
+        return self.wo(y)
+
     def forward(self, x, cos, sin, cache=None):
         c = self.config
         B, T, _ = x.shape
@@ -120,6 +150,10 @@ class Block(nn.Module):
         self.mlp_norm = nn.Parameter(torch.ones(config.dim))
         self.mlp = SwiGLU(config)
 
+    def forward_packed(self, x, cos, sin, lengths, caches):
+        x = x + self.attn.forward_packed(rms_norm(x, self.attn_norm), cos, sin, lengths, caches)
+        return x + self.mlp(rms_norm(x, self.mlp_norm))
+
     def forward(self, x, cos, sin, cache=None):
         a, probs = self.attn(rms_norm(x, self.attn_norm), cos, sin, cache)
         x = x + a
@@ -132,8 +166,53 @@ class ModelCall:
 
     tokens: int  # ids.shape[1]: how many positions this call fed
     batch: int
-    cache_len: int | None  # cache.seq_len before the call, None without a cache
+    cache_len: int | None  # cache.seq_len before the call; None without a cache (or ragged)
     grad_enabled: bool  # grad mode was on: the call built an autograd graph of the weights
+
+
+@dataclass(frozen=True)
+class BatchRow:
+    cache: int  # id() of the row's cache object
+    start: int  # cache.seq_len before the call: the position of the row's first new token
+    tokens: tuple[int, ...]  # the token ids the row fed
+
+
+@dataclass(frozen=True)
+class BatchCall:
+    rows: tuple[BatchRow, ...]
+
+    @property
+    def new_tokens(self) -> int:
+        return sum(len(row.tokens) for row in self.rows)
+
+
+class SequenceCache:
+    """The keys and values of one sequence, every layer, preallocated for `capacity` tokens
+    (by default the model's max_seq_len) on the first update; follows the cache contract."""
+
+    def __init__(self, config: ModelConfig, capacity: int | None = None) -> None:
+        self.n_layers = config.n_layers
+        self.capacity = config.max_seq_len if capacity is None else capacity
+        self.k = self.v = None  # (n_layers, 1, Hkv, capacity, hd) each, once known
+        self.lengths = [0] * config.n_layers
+
+    @property
+    def seq_len(self) -> int:
+        return self.lengths[0]
+
+    def update(self, layer: int, k: torch.Tensor, v: torch.Tensor):
+        B, Hkv, T, hd = k.shape  # (1, Hkv, T, hd)
+        if self.k is None:
+            shape = (self.n_layers, B, Hkv, self.capacity, hd)
+            self.k = torch.empty(shape, dtype=k.dtype, device=k.device)
+            self.v = torch.empty(shape, dtype=v.dtype, device=v.device)
+        start = self.lengths[layer]
+        if start + T > self.capacity:
+            raise ValueError(f"SequenceCache: {start + T} tokens exceed capacity {self.capacity}")
+        self.k[layer, :, :, start : start + T] = k
+        self.v[layer, :, :, start : start + T] = v
+        self.lengths[layer] = start + T
+        return self.k[layer, :, :, : start + T], self.v[layer, :, :, : start + T]
 
 
 class TinyLlama(nn.Module):
@@ -148,6 +227,7 @@ class TinyLlama(nn.Module):
         cos, sin = rope_tables(config.head_dim, config.max_seq_len, config.rope_base, torch.float64)
         self.register_buffer("rope_cos", cos, persistent=False)  # (max_seq_len, hd)
         self.register_buffer("rope_sin", sin, persistent=False)
+        self.batch_log: list[BatchCall] = []  # every forward_batch call, in order
 
     def _run(self, ids: torch.Tensor, cache=None):
         if ids.dim() != 2 or ids.dtype != torch.long:
@@ -182,6 +262,48 @@ class TinyLlama(nn.Module):
     def tokens_fed(self) -> list[int]:
         """Positions fed per logged call: `[T, 1, 1, ...]` for a cached generate."""
         return [c.tokens for c in self.calls]
+
+    def forward_batch(self, rows: list[torch.Tensor], caches: list) -> list[torch.Tensor]:
+        """A ragged batch: row b feeds rows[b] (LongTensor [T_b], T_b >= 1) at positions
+        caches[b].seq_len ... caches[b].seq_len + T_b - 1, through its own cache caches[b]
+        (each cache follows the contract above with batch size 1). Returns B logits [T_b, vocab].
+        """
+        if not isinstance(rows, (list, tuple)) or not isinstance(caches, (list, tuple)):
+            raise ValueError("rows and caches: expected two lists, one entry per row")
+        if not rows or len(rows) != len(caches):
+            raise ValueError(
+                f"rows and caches: expected one cache per row and at least one row, got "
+                f"{len(rows)} rows and {len(caches)} caches"
+            )
+        if len({id(cache) for cache in caches}) != len(caches):
+            raise ValueError("caches: each row needs a cache of its own")
+        starts = [int(cache.seq_len) for cache in caches]  # read once, before any layer updates
+        for b, (row, start) in enumerate(zip(rows, starts, strict=True)):
+            if not isinstance(row, torch.Tensor) or row.dim() != 1 or row.dtype != torch.long:
+                raise ValueError(f"rows[{b}]: expected a LongTensor [T], got {row!r:.60}")
+            if row.numel() < 1 or start + row.numel() > self.config.max_seq_len:
+                raise ValueError(
+                    f"rows[{b}]: positions {start}..{start + row.numel() - 1} must lie in "
+                    f"0..{self.config.max_seq_len - 1}"
+                )
+        lengths = [row.numel() for row in rows]
+        ids = torch.cat(list(rows))  # (N,) every row's tokens back to back
+        positions = torch.cat(
+            [torch.arange(s, s + t) for s, t in zip(starts, lengths, strict=True)]
+        )
+        positions = positions.to(self.rope_cos.device)
+        dtype = self.embed.weight.dtype
+        cos, sin = self.rope_cos[positions].to(dtype), self.rope_sin[positions].to(dtype)  # (N, hd)
+        x = self.embed(ids)  # (N, dim)
+        for block in self.blocks:
+            x = block.forward_packed(x, cos, sin, lengths, caches)
+        logits = self.lm_head(rms_norm(x, self.norm))  # (N, vocab)
+        self.calls.append(ModelCall(sum(lengths), len(rows), None, torch.is_grad_enabled()))
+        fed = zip(caches, starts, rows, strict=True)
+        self.batch_log.append(
+            BatchCall(tuple(BatchRow(id(c), s, tuple(r.tolist())) for c, s, r in fed))
+        )
+        return list(logits.split(lengths))
 
     @torch.no_grad()
     def attention_maps(self, ids: torch.Tensor) -> list[torch.Tensor]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from grading.model import greedy_generate_no_cache, make_model
+from grading.model import SequenceCache, greedy_generate_no_cache, make_model
 
 
 class ConcatCache:
@@ -97,3 +97,70 @@ def test_rejects_bad_ids():
         model(torch.zeros(9, dtype=torch.long)[None])
     with pytest.raises(ValueError, match="ids"):
         model(torch.zeros(3, dtype=torch.long))
+
+
+def test_sequence_cache_honours_the_contract():
+    model = make_model(0, torch.float64)
+    ids = prompt(B=1, T=12)
+    cache = SequenceCache(model.config, capacity=12)
+    steps = [model(ids[:, :5], cache)] + [model(ids[:, t : t + 1], cache) for t in range(5, 12)]
+    assert cache.seq_len == 12
+    assert torch.allclose(torch.cat(steps, dim=1), model(ids), rtol=1e-10, atol=1e-10)
+    with pytest.raises(ValueError, match="capacity"):
+        model(ids[:, :1], SequenceCache(model.config, capacity=0))
+
+
+@torch.no_grad()
+def test_a_ragged_row_does_not_depend_on_the_rest_of_the_batch():
+    """A prefill of 17 beside decodes of 1 and another prefill, caches of different lengths:
+    each row's logits equal running that row alone, to 1e-12 in float64."""
+    model = make_model(0, torch.float64)
+    history = [prompt(B=1, T=n, seed=n)[0] for n in (3, 40, 1)]  # already in three caches
+    caches, alone = [], []
+    for past in history:
+        cache, solo = SequenceCache(model.config), SequenceCache(model.config)
+        model(past[None], cache), model(past[None], solo)
+        caches.append(cache)
+        alone.append(solo)
+    new = [prompt(B=1, T=1, seed=5)[0], prompt(B=1, T=17, seed=6)[0], prompt(B=1, T=1, seed=7)[0]]
+    rows, row_caches = new + [prompt(B=1, T=9, seed=8)[0]], caches + [SequenceCache(model.config)]
+    alone.append(SequenceCache(model.config))
+    got = model.forward_batch(rows, row_caches)
+    for b, (row, cache) in enumerate(zip(rows, alone, strict=True)):
+        want = model(row[None], cache)[0]  # (T_b, vocab)
+        assert got[b].shape == want.shape
+        err = float((got[b] - want).abs().max())
+        assert err <= 1e-12 * float(want.abs().max()), f"row {b} differs by {err:.3g} from alone"
+    assert [c.seq_len for c in row_caches] == [4, 57, 2, 9]
+
+
+def test_forward_batch_records_every_call():
+    model = make_model(0, torch.float64)
+    a, b = SequenceCache(model.config), SequenceCache(model.config)
+    model.forward_batch([torch.tensor([1, 2, 3]), torch.tensor([4])], [a, b])
+    model.forward_batch([torch.tensor([5])], [b])
+    first, second = model.batch_log
+    assert [(r.cache, r.start, r.tokens) for r in first.rows] == [
+        (id(a), 0, (1, 2, 3)),
+        (id(b), 0, (4,)),
+    ]
+    assert [(r.cache, r.start, r.tokens) for r in second.rows] == [(id(b), 1, (5,))]
+    assert (first.new_tokens, second.new_tokens) == (4, 1)
+
+
+def test_forward_batch_rejects_bad_rows():
+    model = make_model(0, torch.float32, max_seq_len=8)
+    c = SequenceCache(model.config)
+    bad = {
+        "no rows": ([], []),
+        "a cache short": ([torch.tensor([1])], []),
+        "a row of shape [1, 2]": ([torch.tensor([[1, 2]])], [c]),
+        "an empty row": ([torch.tensor([], dtype=torch.long)], [c]),
+        "a row past max_seq_len": ([torch.zeros(9, dtype=torch.long)], [c]),
+        "one cache for two rows": ([torch.tensor([1]), torch.tensor([2])], [c, c]),
+    }
+    for what, (rows, caches) in bad.items():
+        with pytest.raises(ValueError, match="rows|caches"):
+            model.forward_batch(rows, caches)
+        assert c.seq_len == 0, f"{what}: a refused call must leave the cache alone"
+    assert model.batch_log == []

@@ -1,0 +1,522 @@
+"""The batching kata's test kit: workloads, the solo greedy oracle, and a reading of the model's
+log that says, call by call, whom the implementation served, with which tokens, at which step.
+
+Every `model.forward_batch` call is recorded in `model.batch_log` (grading/model.py): for each
+row, which cache it used, the position it started at and the tokens it fed. A row that starts at
+position 0 begins a *segment* (one request's cache from empty); the test workloads give every
+request a different first prompt token, so that token names the request. Everything the tests
+check about a schedule is read from that log, not from what the implementation says it did.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, field
+
+import torch
+from hypothesis import strategies as st
+
+from grading.errors import BadCall
+from grading.model import greedy_generate_no_cache, make_model
+from grading.strategies import lengths, seeds
+from grading.workload import WorkloadRequest
+
+MAX_SEQ_LEN = 40  # the test model's context: prompts from 1 token to all of it stay cheap
+VOCAB = 64
+
+
+@functools.lru_cache(maxsize=4)
+def shared_model(dtype: torch.dtype = torch.float64):
+    """The shared tiny model with a short context, built once per dtype."""
+    return make_model(0, dtype, max_seq_len=MAX_SEQ_LEN)
+
+
+@functools.lru_cache(maxsize=4096)
+def solo(prompt: tuple[int, ...], max_new_tokens: int) -> tuple[int, ...]:
+    """The oracle: greedy decoding of one prompt alone in float64, re-feeding the whole sequence."""
+    ids = torch.tensor([prompt])
+    out = greedy_generate_no_cache(shared_model(torch.float64), ids, max_new_tokens)
+    return tuple(out[0, len(prompt) :].tolist())
+
+
+LISTED_OUT_OF_ORDER = [  # the list order is not the arrival order
+    WorkloadRequest(5, [1, 2, 3], 2, 3),
+    WorkloadRequest(6, [6, 2], 3, 0),
+    WorkloadRequest(7, [11], 1, 1),
+]
+
+
+def as_requests(impl, specs: list[WorkloadRequest]) -> list:
+    return [impl.Request(s.id, list(s.prompt), s.max_new_tokens, s.arrival) for s in specs]
+
+
+@st.composite
+def workloads(draw, max_requests: int = 6, max_new: int = 10, max_arrival: int = 12):
+    """Requests with unique ids (not in arrival order), unique first prompt tokens, prompt
+    lengths from 1 to the model's maximum, max_new_tokens from 1, arrivals bunched or spread."""
+    n = draw(st.integers(1, max_requests), label="requests")
+    ids = draw(st.lists(st.integers(0, 999), min_size=n, max_size=n, unique=True), label="ids")
+    base = draw(st.integers(0, VOCAB - 1), label="first token")
+    firsts = [(base + 5 * i) % VOCAB for i in range(n)]  # all different: 5 and 64 are coprime
+    spread = draw(st.sampled_from([0, 3, max_arrival]), label="arrival spread")
+    gen = torch.Generator().manual_seed(draw(seeds(), label="prompt seed"))
+    specs = []
+    for i in range(n):
+        P = draw(lengths(MAX_SEQ_LEN), label=f"prompt length {i}")
+        max_new_tokens = draw(st.integers(1, min(max_new, MAX_SEQ_LEN - P + 1)), label="new")
+        arrival = draw(st.integers(0, spread), label=f"arrival {i}")
+        prompt = [firsts[i]] + torch.randint(0, VOCAB, (P - 1,), generator=gen).tolist()
+        specs.append(WorkloadRequest(ids[i], prompt, max_new_tokens, arrival))
+    order = draw(st.permutations(range(n)), label="order in the list")
+    return [specs[i] for i in order]  # not in arrival order
+
+
+def serve(strategy, model, *args, **kwargs):
+    """Run a strategy with a fresh log; return (its completions, the log of its calls)."""
+    model.batch_log.clear()
+    out = strategy(model, *args, **kwargs)
+    return out, list(model.batch_log)
+
+
+def check_completions(completions, specs: list[WorkloadRequest]) -> None:
+    """One Completion per request, in the order of `requests`, each with its solo tokens."""
+    assert isinstance(completions, list) and len(completions) == len(specs), (
+        f"expected a list of {len(specs)} Completions (one per request), got {completions!r:.200}"
+    )
+    for got, spec in zip(completions, specs, strict=True):
+        assert got.id == spec.id, (
+            f"Completions must come back in the order of `requests`: expected id {spec.id}, "
+            f"got {got.id}"
+        )
+        want = list(solo(tuple(spec.prompt), spec.max_new_tokens))
+        assert list(got.tokens) == want, (
+            f"request {spec.id} (prompt of {len(spec.prompt)} tokens, max_new_tokens "
+            f"{spec.max_new_tokens}): tokens differ from decoding it alone\n expected {want}\n"
+            f" got      {list(got.tokens)}\nUsually: a row fed at the wrong position or with the "
+            "wrong tokens, a cache shared between requests, padding that took part in attention, "
+            "or the next token taken from the wrong row or position of the logits"
+        )
+        assert got.arrival == spec.arrival, f"request {spec.id}: arrival should be {spec.arrival}"
+
+
+def request_errors(call: str, run):
+    """Bad requests every strategy refuses; `run(impl, requests)` calls one strategy."""
+    ok = [5, 6, 7]
+
+    def with_requests(*specs):
+        return lambda impl: run(impl, [impl.Request(*s) for s in specs])
+
+    return [
+        BadCall(f"{call} with an empty prompt", "empty prompt", with_requests((1, [], 2, 0))),
+        BadCall(f"{call} with token 64 in a 64-token vocabulary", "token outside the vocabulary",
+                with_requests((1, [3, 64], 2, 0))),
+        BadCall(f"{call} with max_new_tokens=0", "max_new_tokens below 1",
+                with_requests((1, ok, 0, 0))),
+        BadCall(f"{call} with arrival=-1", "negative arrival", with_requests((1, ok, 2, -1))),
+        BadCall(f"{call} with prompt {MAX_SEQ_LEN} tokens + 2 new on a {MAX_SEQ_LEN}-token model",
+                "longer than the model allows", with_requests((1, [1] * MAX_SEQ_LEN, 2, 0))),
+        BadCall(f"{call} with two requests of id 7", "duplicate ids",
+                with_requests((7, ok, 2, 0), (7, [9], 1, 3))),
+    ]  # fmt: skip
+
+
+# ----------------------------------------------------------------------------------------------
+# Reading the log
+
+
+@dataclass
+class Segment:
+    """One request's cache from empty: admitted at `first_call`, last fed at `last_call`."""
+
+    request: int  # index into the workload
+    first_call: int
+    last_call: int
+    length: list[int] = field(default_factory=list)  # cache length after each of its calls
+    calls: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Trace:
+    specs: list[WorkloadRequest]
+    calls: list[list[tuple[int, int, int]]]  # per call: (request, segment, tokens fed)
+    segments: list[Segment]
+    produced: list[dict[int, int]]  # per request: token number k (1-based) -> first call making it
+    work_after_done: list[tuple[int, int]]  # (request, call): a row fed after its last token
+
+    def key(self, r: int) -> tuple[int, int]:
+        return (self.specs[r].arrival, r)
+
+    def first_call(self, r: int) -> int | None:
+        return self.produced[r].get(1)
+
+    def last_call(self, r: int) -> int | None:
+        return self.produced[r].get(self.specs[r].max_new_tokens)
+
+    def tokens(self, c: int) -> int:
+        return sum(t for _, _, t in self.calls[c])
+
+    def live(self, c: int) -> list[int]:
+        """Segments holding a slot and memory at call c: from their first to their last call."""
+        return [i for i, s in enumerate(self.segments) if s.first_call <= c <= s.last_call]
+
+    def length_at(self, seg: int, c: int) -> int:
+        """Cache length of a segment after its latest call <= c."""
+        s = self.segments[seg]
+        done = [n for call, n in zip(s.calls, s.length, strict=True) if call <= c]
+        return done[-1] if done else 0
+
+    def generated_before(self, r: int, c: int) -> int:
+        return max([k for k, call in self.produced[r].items() if call < c], default=0)
+
+
+def read_trace(log, specs: list[WorkloadRequest]) -> Trace:
+    """Who was served in each call, checking that every row fed the right tokens."""
+    by_first = {s.prompt[0]: r for r, s in enumerate(specs)}
+    full = [list(s.prompt) + list(solo(tuple(s.prompt), s.max_new_tokens)) for s in specs]
+    open_segment: dict[int, int] = {}  # cache id -> segment
+    trace = Trace(specs, [], [], [{} for _ in specs], [])
+    for c, call in enumerate(log):
+        rows = []
+        for row in call.rows:
+            if row.start == 0:
+                assert row.tokens[0] in by_first, (
+                    f"call {c}: a row started a cache with token {row.tokens[0]}, which begins "
+                    "no prompt of the workload"
+                )
+                trace.segments.append(Segment(by_first[row.tokens[0]], c, c))
+                open_segment[row.cache] = len(trace.segments) - 1
+            assert row.cache in open_segment, (
+                f"call {c}: a row continued at position {row.start} a cache that no batched "
+                "call filled from position 0: serve every token, prompts included, through "
+                "model.forward_batch (one call per step)"
+            )
+            seg = open_segment[row.cache]
+            segment = trace.segments[seg]
+            r, spec = segment.request, specs[segment.request]
+            end = row.start + len(row.tokens)
+            want = full[r][row.start : end]
+            assert list(row.tokens) == want, (
+                f"call {c}: request {spec.id} fed {list(row.tokens)} at positions "
+                f"{row.start}..{end - 1}; its prompt followed by its tokens so far gives {want}"
+            )
+            segment.last_call = c
+            segment.calls.append(c)
+            segment.length.append(end)
+            k = end - len(spec.prompt) + 1  # the new token this row's last position produces
+            if k > spec.max_new_tokens:
+                trace.work_after_done.append((r, c))
+            elif k >= 1:
+                trace.produced[r].setdefault(k, c)
+            rows.append((r, seg, len(row.tokens)))
+        trace.calls.append(rows)
+    return trace
+
+
+def check_clock(trace: Trace, completions, steps: list[int], rule: str) -> None:
+    """The reported first_token / finished are the steps of the calls that made those tokens."""
+    for r, (got, spec) in enumerate(zip(completions, trace.specs, strict=True)):
+        first, last = trace.first_call(r), trace.last_call(r)
+        assert first is not None and last is not None, f"request {spec.id} never got all its tokens"
+        for name, call in (("first_token", first), ("finished", last)):
+            assert getattr(got, name) == steps[call], (
+                f"request {spec.id}: {name} = {getattr(got, name)}, but that token came out of "
+                f"model call {call}, which is step {steps[call]} ({rule})"
+            )
+    for c, rows in enumerate(trace.calls):
+        for r, _, _ in rows:
+            assert trace.specs[r].arrival <= steps[c], (
+                f"request {trace.specs[r].id} arrives at step {trace.specs[r].arrival} but was "
+                f"served in model call {c}, at step {steps[c]} ({rule}): nothing may be served "
+                "before it arrives"
+            )
+
+
+# ----------------------------------------------------------------------------------------------
+# Static and dynamic batching: the plan is fixed by the rules, so the test derives it
+
+
+@dataclass(frozen=True)
+class Group:
+    members: tuple[int, ...]  # indices into the workload
+    start: int  # the step of its first call
+
+
+def arrival_order(specs: list[WorkloadRequest]) -> list[int]:
+    return sorted(range(len(specs)), key=lambda r: (specs[r].arrival, r))
+
+
+def duration(specs, members) -> int:
+    return max(specs[r].max_new_tokens for r in members)
+
+
+def static_plan(specs, batch_size: int) -> list[Group]:
+    order, groups, free = arrival_order(specs), [], 0
+    for i in range(0, len(order), batch_size):
+        members = tuple(order[i : i + batch_size])
+        start = max(free, max(specs[r].arrival for r in members))
+        groups.append(Group(members, start))
+        free = start + duration(specs, members)
+    return groups
+
+
+def dynamic_plan(specs, max_batch_size: int, max_wait: int) -> list[Group]:
+    order, groups, step, served = arrival_order(specs), [], 0, 0
+    while served < len(order):
+        waiting = [r for r in order[served:] if specs[r].arrival <= step]
+        if len(waiting) >= max_batch_size or (
+            waiting and step - specs[waiting[0]].arrival >= max_wait
+        ):
+            members = tuple(waiting[:max_batch_size])
+            groups.append(Group(members, step))
+            served += len(members)
+            step += duration(specs, members)
+        else:
+            step += 1
+    return groups
+
+
+def check_fixed_batches(trace: Trace, completions, groups: list[Group], rule: str) -> None:
+    """Each group's calls serve only its members, one call per step, from its start step."""
+    specs, steps, owner = trace.specs, [], {}
+    for g, group in enumerate(groups):
+        steps += range(group.start, group.start + duration(specs, group.members))
+        owner.update({c: g for c in range(len(steps) - duration(specs, group.members), len(steps))})
+    plan = [[specs[r].id for r in g.members] for g in groups]
+    assert len(trace.calls) == len(steps), (
+        f"expected {len(steps)} model calls (one per step while a batch runs; batches by "
+        f"request id: {plan}, starting at steps {[g.start for g in groups]}), got "
+        f"{len(trace.calls)}"
+    )
+    for c, rows in enumerate(trace.calls):
+        group = groups[owner[c]]
+        for r, _, _ in rows:
+            assert r in group.members, (
+                f"model call {c} (step {steps[c]}) served request {specs[r].id}, but at that step "
+                f"the batch {[specs[m].id for m in group.members]} runs ({rule}); "
+                f"the batches by request id should be {plan}"
+            )
+    for group in groups:
+        first = steps.index(group.start)
+        for r in group.members:
+            assert trace.first_call(r) == first, (
+                f"request {specs[r].id}: its first token should come from the batch's first call "
+                f"(step {group.start}), which feeds every member's whole prompt"
+            )
+            last = trace.last_call(r)
+            assert last == first + specs[r].max_new_tokens - 1, (
+                f"request {specs[r].id}: one new token per step after the prefill: its last "
+                f"should come out at step {group.start + specs[r].max_new_tokens - 1}"
+            )
+    check_clock(trace, completions, steps, rule)
+
+
+# ----------------------------------------------------------------------------------------------
+# Continuous batching: properties of what was done
+
+
+def continuous_steps(trace: Trace) -> list[int]:
+    """The step of each call: consecutive while anyone has arrived and is unfinished; when the
+    system empties, the clock skips to the next arrival."""
+    specs, steps = trace.specs, []
+    for c in range(len(trace.calls)):
+        if not steps:
+            steps.append(min(s.arrival for s in specs))
+            continue
+        prev = steps[-1]
+        unfinished = [
+            r for r in range(len(specs)) if (trace.last_call(r) is None or trace.last_call(r) >= c)
+        ]
+        busy = any(specs[r].arrival <= prev for r in unfinished)
+        soonest = min((specs[r].arrival for r in unfinished), default=prev + 1)
+        steps.append(prev + 1 if busy else max(prev + 1, soonest))
+    return steps
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_batch_size: int
+    max_tokens_per_step: int | None = None
+    kv_blocks: int | None = None
+    block_size: int = 16
+
+    @property
+    def budget(self) -> float:
+        return math.inf if self.max_tokens_per_step is None else self.max_tokens_per_step
+
+    def blocks(self, tokens: int) -> int:
+        return math.ceil(tokens / self.block_size)
+
+    def used(self, trace: Trace, c: int) -> int:
+        """Blocks held at call c by every segment holding memory then."""
+        return sum(self.blocks(trace.length_at(seg, c)) for seg in trace.live(c))
+
+
+def waiting(trace: Trace, steps: list[int], c: int) -> list[int]:
+    """Requests that have arrived by call c, are unfinished, and hold no slot (oldest first)."""
+    live = {trace.segments[seg].request for seg in trace.live(c)}
+    found = [
+        r
+        for r, spec in enumerate(trace.specs)
+        if spec.arrival <= steps[c]
+        and (trace.last_call(r) is None or trace.last_call(r) >= c)
+        and r not in live
+    ]
+    return sorted(found, key=trace.key)
+
+
+def check_limits(trace: Trace, steps: list[int], limits: Limits) -> None:
+    for c in range(len(trace.calls)):
+        running = trace.live(c)
+        assert len(running) <= limits.max_batch_size, (
+            f"step {steps[c]}: {len(running)} requests hold a slot (requests "
+            f"{sorted(trace.specs[trace.segments[s].request].id for s in running)}), more than "
+            f"max_batch_size = {limits.max_batch_size}"
+        )
+        assert trace.tokens(c) <= limits.budget, (
+            f"step {steps[c]}: the model call fed {trace.tokens(c)} new tokens, more than "
+            f"max_tokens_per_step = {limits.max_tokens_per_step}: prefill long prompts in chunks"
+        )
+        if limits.kv_blocks is not None:
+            used = limits.used(trace, c)
+            assert used <= limits.kv_blocks, (
+                f"step {steps[c]}: the requests holding KV memory need {used} blocks of "
+                f"{limits.block_size} tokens, more than kv_blocks = {limits.kv_blocks}: admit a "
+                "request only when its blocks are free, and preempt when a step needs more"
+            )
+
+
+def check_no_slot_left_empty(trace: Trace, steps: list[int], limits: Limits) -> None:
+    """While somebody waits, every step is full: of requests, of tokens, or of memory."""
+    specs = trace.specs
+    for c in range(len(trace.calls)):
+        left = limits.budget - trace.tokens(c)
+        in_call = {seg: t for _, seg, t in trace.calls[c]}
+        for seg in trace.live(c):
+            r = trace.segments[seg].request
+            pending = len(specs[r].prompt) + trace.generated_before(r, c)
+            pending -= trace.length_at(seg, c - 1) if trace.segments[seg].first_call < c else 0
+            assert left == 0 or in_call.get(seg, 0) == pending, (
+                f"step {steps[c]}: request {specs[r].id} was fed {in_call.get(seg, 0)} of its "
+                f"{pending} pending tokens while {left} tokens of the step's budget were unused"
+            )
+        queue = waiting(trace, steps, c)
+        if not queue or left == 0 or len(trace.live(c)) >= limits.max_batch_size:
+            continue
+        head = queue[0]
+        chunk = min(len(specs[head].prompt) + trace.generated_before(head, c), left)
+        free = math.inf if limits.kv_blocks is None else limits.kv_blocks - limits.used(trace, c)
+        assert limits.blocks(chunk) > free, (
+            f"step {steps[c]}: request {specs[head].id} (arrived at step {specs[head].arrival}) "
+            f"waited while a slot ({len(trace.live(c))} of {limits.max_batch_size} taken), "
+            f"{left} tokens of budget and {free} free blocks could have taken it; arrived "
+            "requests join free slots at once"
+        )
+
+
+def check_first_come_first_served(trace: Trace, steps: list[int]) -> None:
+    for segment in trace.segments:
+        c, r = segment.first_call, segment.request
+        earlier = [w for w in waiting(trace, steps, c) if trace.key(w) < trace.key(r)]
+        assert not earlier, (
+            f"step {steps[c]}: request {trace.specs[r].id} (arrival {trace.specs[r].arrival}) "
+            f"joined while request {trace.specs[earlier[0]].id} (arrival "
+            f"{trace.specs[earlier[0]].arrival}) waited: first come, first served"
+        )
+
+
+def preemptions(trace: Trace, limits: Limits) -> list[tuple[int, int]]:
+    """(segment, call) for every segment surely preempted at that call: unfinished, absent from
+    the call after its last, while that call had budget left (so nothing was skipped)."""
+    found = []
+    for seg, segment in enumerate(trace.segments):
+        c, r = segment.last_call + 1, segment.request
+        if trace.last_call(r) is not None and trace.last_call(r) <= segment.last_call:
+            continue  # it finished
+        if c < len(trace.calls) and trace.tokens(c) < limits.budget:
+            found.append((seg, c))
+    return found
+
+
+def check_preemption(trace: Trace, steps: list[int], limits: Limits) -> None:
+    """Only when memory runs out, and always the most recently admitted request."""
+    specs = trace.specs
+    if limits.kv_blocks is None:
+        assert not preemptions(trace, limits), "without kv_blocks nothing is ever preempted"
+        return
+    for seg, c in preemptions(trace, limits):
+        victim = trace.segments[seg]
+        oldest_victim = min(
+            (trace.segments[s].first_call, trace.key(trace.segments[s].request))
+            for s, at in preemptions(trace, limits)
+            if at == c
+        )
+        admitted = (victim.first_call, trace.key(victim.request))
+        for other in trace.live(c):
+            o = trace.segments[other]
+            assert o.first_call == c or (o.first_call, trace.key(o.request)) < admitted, (
+                f"step {steps[c]}: request {specs[victim.request].id} was preempted while "
+                f"request {specs[o.request].id}, admitted after it, kept running: preempt the "
+                "most recently admitted request"
+            )
+        r, length = victim.request, victim.length[-1]
+        decoding = length == len(specs[r].prompt) + trace.generated_before(r, c) - 1
+        if not decoding or (victim.first_call, trace.key(r)) != oldest_victim:
+            continue  # only the last victim taken had to be; a prefill's next chunk is unknown
+        held = limits.blocks(length)
+        needed = limits.used(trace, c) + limits.blocks(length + 1)
+        assert needed > limits.kv_blocks, (
+            f"step {steps[c]}: request {specs[r].id} was preempted, yet it could have kept its "
+            f"{held} blocks and decoded: {needed} blocks of {limits.kv_blocks} would be in use. "
+            "Preempt only when a step's tokens need a block and none is free"
+        )
+
+
+def check_no_work_after_done(trace: Trace, steps: list[int]) -> None:
+    if trace.work_after_done:
+        r, c = trace.work_after_done[0]
+        raise AssertionError(
+            f"step {steps[c]}: request {trace.specs[r].id} was fed again after its last token "
+            f"(max_new_tokens = {trace.specs[r].max_new_tokens}): a finished request leaves the "
+            "batch in the step its last token comes out"
+        )
+
+
+def ideal_tokens(specs: list[WorkloadRequest]) -> int:
+    """Tokens through the model when each prompt token and each fed-back token goes once."""
+    return sum(len(s.prompt) + s.max_new_tokens - 1 for s in specs)
+
+
+def recomputed_tokens(trace: Trace) -> int:
+    """Tokens fed twice because of preemption: everything a preempted request had cached."""
+    later = set()
+    lost = 0
+    for segment in reversed(trace.segments):
+        if segment.request in later:
+            lost += segment.length[-1]
+        later.add(segment.request)
+    return lost
+
+
+def ideal_flops(config, specs: list[WorkloadRequest], recompute: list[int] = ()) -> int:
+    """FLOPs of each request's prompt through the model once (one prefill) and each fed-back
+    token once (one decode step each), plus a prefill of every length in `recompute`.
+
+    Per token, every layer multiplies it through wq, wk, wv, wo and the MLP, then lm_head: 2
+    FLOPs per weight. Attention of q queries over k keys costs 4·H·hd·q·k per layer.
+    """
+    c = config
+    weights = c.dim * (c.n_heads + 2 * c.n_kv_heads) * c.head_dim + c.n_heads * c.head_dim * c.dim
+    per_token = 2 * (c.n_layers * (weights + 3 * c.dim * c.hidden_dim) + c.dim * c.vocab_size)
+
+    def prefill(n: int) -> int:
+        return n * per_token + c.n_layers * 4 * c.n_heads * c.head_dim * n * n
+
+    def decode(keys: int) -> int:
+        return per_token + c.n_layers * 4 * c.n_heads * c.head_dim * keys
+
+    total = sum(prefill(n) for n in recompute)
+    for s in specs:
+        P = len(s.prompt)
+        total += prefill(P) + sum(decode(P + i) for i in range(1, s.max_new_tokens))
+    return total

@@ -1,0 +1,111 @@
+"""The batching kata: your solution. Read katas/batching/README.md first.
+
+Run the tests with `nox -s batching` (or `pytest katas/batching`).
+
+The clock: time is counted in steps. Every model call is one step; a step in which nothing can
+run passes idle. A request may be served only at steps >= its `arrival`. One model call serves a
+ragged batch (see grading/model.py):
+
+    model.forward_batch(rows, caches) -> logits
+        rows:   B LongTensors [T_b] on the model's device (next(model.parameters()).device),
+                the new tokens of each row: a whole prompt, a chunk of one, or one token
+        caches: B caches, one per row, e.g. grading.model.SequenceCache(model.config)
+        logits: B tensors [T_b, vocab_size]; the next token of a row is logits[b][-1].argmax()
+
+Every strategy decodes greedily, and each request's tokens must equal decoding it alone. Run your
+decoding loops under torch.no_grad(); send only token ids between the model and Python (`.item()`
+or `.tolist()` of a few ids).
+
+Bad input raises ValueError naming the argument (every strategy):
+- an empty prompt, or prompt tokens that are not ints in 0..vocab_size - 1;
+- max_new_tokens < 1, or a negative arrival;
+- len(prompt) + max_new_tokens - 1 > model.config.max_seq_len (the last new token is never fed);
+- two requests with the same id;
+- batch_size, max_batch_size, max_tokens_per_step, kv_blocks or block_size < 1, max_wait < 0;
+- a request that cannot fit in kv_blocks even alone:
+  ceil((len(prompt) + max_new_tokens - 1) / block_size) > kv_blocks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Request:
+    id: int
+    prompt: list[int]
+    max_new_tokens: int
+    arrival: int = 0  # the first step at which it may be served
+
+
+@dataclass
+class Completion:
+    id: int
+    tokens: list[int]  # the new tokens only, max_new_tokens of them
+    arrival: int
+    first_token: int  # the step whose model call produced the first new token
+    finished: int  # the step whose model call produced the last new token
+
+
+# Level 1: static batching
+
+
+def static_batching(model, requests, batch_size) -> list[Completion]:
+    """Fixed groups, each run to the end before the next starts.
+
+    Order the requests by arrival (ties: their order in `requests`) and cut them into groups of
+    exactly `batch_size` (the last group may be smaller). A group starts at the first step at
+    which its last member has arrived and the previous group is done. Its first call feeds every
+    member's whole prompt (one step, every member's first token); then one call per step feeds
+    each unfinished member its newest token, until every member has max_new_tokens. Nobody joins
+    a group while it runs. Returns one Completion per request, in the order of `requests`.
+    """
+    # TODO(level 1): validate, form the groups, run each group to completion on the clock
+    raise NotImplementedError("level 1: static_batching is not implemented yet")
+
+
+# Level 2: dynamic batching
+
+
+def dynamic_batching(model, requests, max_batch_size, max_wait) -> list[Completion]:
+    """Groups that start when full or when the oldest request has waited long enough.
+
+    At each step at which no batch is running, look at the requests that have arrived and not
+    been served, oldest first (ties: order in `requests`). Start a batch of the first
+    max_batch_size of them if max_batch_size are waiting, or if the oldest has waited max_wait
+    steps (step - arrival >= max_wait); otherwise the step passes idle. A batch runs like a
+    static group (one prefill call, then one call per step) until every member is done.
+    """
+    # TODO(level 2): the same groups as level 1, formed by the two start rules
+    raise NotImplementedError("level 2: dynamic_batching is not implemented yet")
+
+
+# Levels 3 and 4: continuous batching
+
+
+def continuous_batching(
+    model, requests, max_batch_size, max_tokens_per_step=None, kv_blocks=None, block_size=16
+) -> list[Completion]:
+    """Iteration-level scheduling: every step, finished requests leave and arrived ones join.
+
+    Level 3. At every step one call serves the running requests (at most max_batch_size of
+    them) together: each running request's next token, and the whole prompt of each request
+    that joins. A request leaves in the step its last token comes out, and arrived requests take
+    free slots at once, first come first served (by arrival; ties: order in `requests`).
+
+    Level 4. `max_tokens_per_step` caps the new tokens of one call: running requests are served
+    first (oldest admitted first), each taking min(its pending tokens, what is left of the
+    budget), so a long prompt is prefilled in chunks over several steps; waiting requests join
+    while a slot and budget are left. `kv_blocks` caps KV memory: a request holding n tokens in
+    its cache holds ceil(n / block_size) blocks, taken as its cache grows and all returned when
+    it finishes or is preempted. A waiting request joins only when the blocks for the tokens it
+    feeds this step are free; the queue stops at the first that does not fit. When a running
+    request's next tokens need a block and none is free, preempt the most recently admitted
+    running request (possibly that one): free its blocks and its cache, put it back in the
+    waiting queue (still ordered by arrival), and when it rejoins, feed its prompt and the
+    tokens it had generated again (recompute) before it continues.
+    """
+    # TODO(level 3): a waiting queue, a running list, one forward_batch call per step
+    # TODO(level 4): the token budget (chunked prefill), the block pool and preemption
+    raise NotImplementedError("level 3: continuous_batching is not implemented yet")

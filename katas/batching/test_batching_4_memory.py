@@ -1,0 +1,167 @@
+"""Level 4: chunked prefill under a token budget, and a KV block pool with preemption."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import example, given, note
+from hypothesis import strategies as st
+
+from grading.cost import count_flops
+from grading.errors import BadCall, assert_value_error
+from grading.model import make_model
+from grading.workload import WorkloadRequest, poisson_workload
+from katas.batching.cases import (
+    Limits,
+    as_requests,
+    check_clock,
+    check_completions,
+    check_first_come_first_served,
+    check_limits,
+    check_no_slot_left_empty,
+    check_no_work_after_done,
+    check_preemption,
+    continuous_steps,
+    ideal_flops,
+    ideal_tokens,
+    read_trace,
+    recomputed_tokens,
+    serve,
+    shared_model,
+    workloads,
+)
+
+BATCH_SIZES = st.sampled_from([1, 2, 3, 5, 7])
+BUDGETS = st.sampled_from([1, 2, 3, 5, 7, 13])  # mostly smaller than one prompt
+CLOCK = "every call is one step; the clock skips steps only while nobody waits or runs"
+
+
+def run_and_check_all(impl, specs, limits: Limits):
+    """Run continuous_batching with `limits`; check its tokens, clock and every schedule rule."""
+    out, log = serve(
+        impl.continuous_batching, shared_model(), as_requests(impl, specs),
+        limits.max_batch_size, limits.max_tokens_per_step, limits.kv_blocks, limits.block_size,
+    )  # fmt: skip
+    check_completions(out, specs)
+    trace = read_trace(log, specs)
+    steps = continuous_steps(trace)
+    check_no_work_after_done(trace, steps)
+    check_clock(trace, out, steps, CLOCK)
+    return trace, steps
+
+
+@given(specs=workloads(), max_batch_size=BATCH_SIZES, budget=BUDGETS)
+def test_chunked_prefill_is_exact_and_stays_within_the_budget(impl, specs, max_batch_size, budget):
+    limits = Limits(max_batch_size, budget)
+    trace, steps = run_and_check_all(impl, specs, limits)
+    check_limits(trace, steps, limits)
+    check_no_slot_left_empty(trace, steps, limits)
+    check_first_come_first_served(trace, steps)
+
+
+@st.composite
+def memory_cases(draw):
+    """A workload and a block pool barely large enough for its largest request."""
+    specs = draw(workloads())
+    block_size = draw(st.sampled_from([1, 2, 4, 16]), label="block_size")
+    largest = max(-(-(len(s.prompt) + s.max_new_tokens - 1) // block_size) for s in specs)
+    kv_blocks = largest + draw(st.sampled_from([0, 0, 1, 2, 5]), label="spare blocks")
+    budget = draw(st.sampled_from([None, None, 3, 7]), label="max_tokens_per_step")
+    limits = Limits(draw(BATCH_SIZES, label="max_batch_size"), budget, kv_blocks, block_size)
+    return specs, limits
+
+
+PREEMPTING = (  # three requests that outgrow 6 blocks of 4 tokens together: preemption is certain
+    [WorkloadRequest(i, [i + 1, 9, 9, 9], 12, 0) for i in range(3)],
+    Limits(3, None, 6, 4),
+)
+
+
+@given(case=memory_cases())
+@example(case=PREEMPTING)
+def test_kv_blocks_are_never_over_committed_and_preemption_is_exact(impl, case):
+    specs, limits = case
+    note(f"{limits}")
+    trace, steps = run_and_check_all(impl, specs, limits)
+    check_limits(trace, steps, limits)
+    check_no_slot_left_empty(trace, steps, limits)
+    check_first_come_first_served(trace, steps)
+    check_preemption(trace, steps, limits)
+
+
+def test_preemption_recomputes_within_the_counted_cost(impl, figures):
+    specs, limits = PREEMPTING
+    model = make_model(0, torch.float64)
+    args = (limits.max_batch_size, limits.max_tokens_per_step, limits.kv_blocks, 4)
+    model.batch_log.clear()
+    out, flops = count_flops(impl.continuous_batching, model, as_requests(impl, specs), *args)
+    check_completions(out, specs)
+    trace = read_trace(model.batch_log, specs)
+    again = [
+        len(specs[s.request].prompt) + trace.generated_before(s.request, s.first_call)
+        for i, s in enumerate(trace.segments)
+        if any(t.request == s.request for t in trace.segments[:i])
+    ]
+    fed = sum(call.new_tokens for call in model.batch_log)
+    figures.record("tokens recomputed after preemption", recomputed_tokens(trace), kv_blocks=6)
+    assert again, "3 requests of 4 + 12 tokens cannot share 6 blocks of 4: someone is preempted"
+    assert fed == ideal_tokens(specs) + recomputed_tokens(trace), (
+        f"fed {fed} tokens; each prompt token and fed-back token once is {ideal_tokens(specs)}, "
+        f"plus {recomputed_tokens(trace)} recomputed after preemption"
+    )
+    ideal = ideal_flops(model.config, specs, recompute=again)
+    figures.record("FLOPs / (ideal + recompute)", flops / ideal, "x", kv_blocks=6)
+    assert flops <= ideal, (
+        f"{flops:,} FLOPs; the ideal plus recomputing {again} tokens after preemption costs "
+        f"{ideal:,}"
+    )
+
+
+def test_chunked_prefill_bounds_the_longest_step(impl, figures):
+    specs = poisson_workload(10, rate=0.5, seed=2, scale=0.2)
+    model = make_model(0, torch.float32)
+    longest = {}
+    for budget in (None, 16):
+        _, log = serve(impl.continuous_batching, model, as_requests(impl, specs), 8, budget)
+        longest[budget] = max(call.new_tokens for call in log)
+        figures.record("longest step (new tokens)", longest[budget], "tokens", budget=budget)
+        figures.record("tokens per step", sum(s.max_new_tokens for s in specs) / len(log),
+                       budget=budget)  # fmt: skip
+    assert longest[16] <= 16 < longest[None], (
+        f"the longest step fed {longest[16]} new tokens with max_tokens_per_step=16 "
+        f"({longest[None]} without a budget): prefill long prompts in chunks"
+    )
+
+
+def test_a_request_that_just_fits_the_pool_is_served(impl):
+    specs = [WorkloadRequest(1, [3] * 9, 8, 0)]  # 9 + 8 - 1 = 16 tokens: 4 blocks of 4
+    out, _ = serve(
+        impl.continuous_batching, shared_model(), as_requests(impl, specs), 2, None, 4, 4
+    )
+    check_completions(out, specs)
+
+
+def memory_errors():
+    one = [(1, [3] * 9, 8, 0)]  # needs 4 blocks of 4
+
+    def call(max_tokens_per_step=None, kv_blocks=None, block_size=16, specs=one):
+        return lambda impl: impl.continuous_batching(
+            shared_model(), [impl.Request(*s) for s in specs], 2, max_tokens_per_step,
+            kv_blocks, block_size,
+        )  # fmt: skip
+
+    return [
+        BadCall("continuous_batching(model, requests, 2, max_tokens_per_step=0)",
+                "max_tokens_per_step below 1", call(max_tokens_per_step=0)),
+        BadCall("continuous_batching(model, requests, 2, kv_blocks=0)", "kv_blocks below 1",
+                call(kv_blocks=0)),
+        BadCall("continuous_batching(model, requests, 2, block_size=0)", "block_size below 1",
+                call(block_size=0)),
+        BadCall("continuous_batching(model, [request of 9 + 8 tokens], 2, kv_blocks=3, "
+                "block_size=4)", "a request needing 4 blocks alone", call(None, 3, 4)),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("bad", memory_errors(), ids=str)
+def test_memory_bad_input_raises_value_error(impl, bad):
+    assert_value_error(bad, impl)
