@@ -1,0 +1,147 @@
+"""The speculative-decoding kata: your solution. Read katas/speculative_decoding/README.md first.
+
+Run the tests with `nox -s speculative_decoding` (or `pytest katas/speculative_decoding`).
+
+Short names: V vocabulary size, k draft tokens proposed per round, T prompt length, N new tokens,
+n tokens committed so far (prompt included).
+
+Both models follow the shared contract of grading/model.py: `model(ids, cache) -> logits`, ids
+[1, t] -> logits [1, t, V], the new tokens placed at positions cache.seq_len ... onwards. For the
+caches, use the KVCache of the KV-cache kata (`from reference.kv_cache import KVCache`, or your
+own), made in the dtype and on the device of `next(model.parameters())`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+# ----------------------------------------------------------------------------------------------
+# Level 1: the acceptance rule
+
+
+def residual_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """Where to sample from after the target rejects a draft token.
+
+    p, q [..., V] probabilities (the target's and the draft's) -> [..., V]:
+        r = max(0, p - q) / sum_v max(0, p - q)      over the last dim, row by row
+    In a row where p <= q everywhere (no mass left, e.g. p == q), return that row of p.
+    ValueError (naming p and q) unless p and q are tensors of one shape with at least one dim.
+    """
+    # TODO(level 1): clamp p - q at zero, normalise each row, fall back to p where the sum is 0
+    raise NotImplementedError("level 1: residual_distribution is not implemented yet")
+
+
+def accept_reject(
+    p: torch.Tensor,
+    q: torch.Tensor,
+    draft_tokens: torch.Tensor,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """The target's verdict on k draft tokens: the accepted prefix plus one token of its own.
+
+    draft_tokens [k] (int64): x_0 ... x_{k-1}, drawn by the draft, x_i from q[i].
+    q [k, V]: the draft's distributions that produced them.
+    p [k + 1, V]: the target's distributions at the same positions, plus one more after x_{k-1}.
+
+    For i = 0, 1, ...: accept x_i with probability min(1, p[i, x_i] / q[i, x_i]). At the first
+    rejection, draw one token from residual_distribution(p[i], q[i]) and stop. If all k are
+    accepted, draw the bonus token from p[k]. Returns [x_0 ... x_{j-1}, that token]: j + 1 tokens
+    (int64), 0 <= j <= k. Every random number comes from `generator` (torch.rand,
+    torch.multinomial, ... with generator=generator).
+    ValueError (naming the argument) unless draft_tokens is an int64 tensor [k], q is [k, V] and
+    p is [k + 1, V].
+    """
+    # TODO(level 1): walk the draft tokens, accept or reject each, then add the last token
+    raise NotImplementedError("level 1: accept_reject is not implemented yet")
+
+
+# ----------------------------------------------------------------------------------------------
+# Level 2: speculative decoding with two caches (greedy); level 3: sampling
+
+
+@dataclass
+class SpecStats:
+    """What one speculative_decode (or prompt_lookup_decode) call did. (Given: nothing to do.)"""
+
+    target_calls: int = 0  # forward calls of the target
+    draft_calls: int = 0  # forward calls of the draft
+    proposed: int = 0  # draft tokens proposed, over all rounds
+    accepted: int = 0  # draft tokens kept
+
+
+def speculative_decode(
+    target,
+    draft,
+    prompt_ids: torch.Tensor,
+    max_new_tokens: int,
+    k: int = 4,
+    temperature: float = 0.0,
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, SpecStats]:
+    """Decode max_new_tokens tokens from `target`, with `draft` proposing k tokens per round.
+
+    prompt_ids [1, T] int64 -> (ids [1, T + max_new_tokens] int64, SpecStats).
+    temperature 0: greedy. The draft proposes its argmax, the target accepts a proposal when it
+    is its own argmax and otherwise puts its argmax there: the output is exactly the target's
+    greedy decoding. temperature > 0: both models' distributions are softmax(logits /
+    temperature) (the draft samples its proposals from q, with `generator`), and each round ends
+    with accept_reject(p, q, proposals, generator): the output is distributed exactly as the
+    target's own sampling.
+
+    Each round, with n tokens committed and N - (n - T) still to make:
+      - k_round = min(k, T + N - n - 1) (no proposal that could never be kept);
+      - the draft is called k_round times: first on every committed token it has not read
+        (the whole prompt in the first round), then on each proposal but the last, one at a
+        time, proposing one token after each call;
+      - the target is called once, on every committed token it has not read followed by the
+        k_round proposals; its last k_round + 1 rows of logits verify them;
+      - both caches are cropped so that neither holds a token that was not kept. The newest
+        committed token has been read by neither model.
+    Neither model ever reads a token twice, apart from proposals the target rejected.
+
+    Stats: target_calls and draft_calls count forward calls; proposed sums k_round; accepted
+    counts proposals kept. So max_new_tokens == accepted + target_calls.
+    ValueError (naming the argument) for prompt_ids that is not int64 [1, T] with T >= 1,
+    max_new_tokens < 1, T + max_new_tokens beyond either model's config.max_seq_len, k < 1,
+    temperature < 0, and a draft whose config.vocab_size differs from the target's.
+    """
+    # TODO(level 2): the greedy rounds with two caches and their rollback
+    # TODO(level 3): temperature > 0 with accept_reject and the generator
+    raise NotImplementedError("level 2: speculative_decode is not implemented yet")
+
+
+# ----------------------------------------------------------------------------------------------
+# Level 4: prompt-lookup decoding
+
+
+def lookup_draft(ids: torch.Tensor, k: int, max_ngram: int = 3) -> torch.Tensor:
+    """Propose a continuation by finding the context's tail earlier in the context.
+
+    ids [L] int64 -> [m] int64, 0 <= m <= k. For n = min(max_ngram, L - 1) down to 1: look for
+    earlier occurrences of the last n tokens, ids[L-n:], that end before the last token (start
+    s with s + n <= L - 1). At the first n with any, take the most recent one (the largest s)
+    and return ids[s + n : s + n + k] (fewer than k when the context ends first). None for any
+    n: return an empty tensor.
+    ValueError (naming the argument) unless ids is int64 [L], k >= 1 and max_ngram >= 1.
+    """
+    # TODO(level 4): compare the tail with every earlier window (Tensor.unfold helps)
+    raise NotImplementedError("level 4: lookup_draft is not implemented yet")
+
+
+def prompt_lookup_decode(
+    target, prompt_ids: torch.Tensor, max_new_tokens: int, k: int = 4, max_ngram: int = 3
+) -> tuple[torch.Tensor, SpecStats]:
+    """Greedy speculative decoding whose draft is lookup_draft over the committed tokens.
+
+    prompt_ids [1, T] int64 -> (ids [1, T + max_new_tokens] int64, SpecStats): exactly the
+    target's greedy decoding. Each round: proposal = lookup_draft(committed, k_round, max_ngram)
+    with k_round = min(k, T + N - n - 1) (no lookup when k_round is 0), m = its length, possibly
+    0; one target call on the committed tokens it has not read followed by the proposal; keep
+    the leading proposals that equal the target's argmax, then the target's argmax; crop the
+    cache to n - 1 as in speculative_decode. Stats: draft_calls 0, proposed sums m.
+    ValueError (naming the argument) as for speculative_decode, and for max_ngram < 1.
+    """
+    # TODO(level 4): speculative_decode's greedy rounds, with lookup_draft as the draft
+    raise NotImplementedError("level 4: prompt_lookup_decode is not implemented yet")

@@ -1,0 +1,244 @@
+"""Level 1: `residual_distribution` and `accept_reject`, on hand-built distributions."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, note
+from hypothesis import strategies as st
+
+from grading.errors import BadCall, assert_value_error
+from grading.strategies import seeds
+from grading.tolerance import assert_close
+from katas.speculative_decoding.cases import Z, g_test, outcome_distribution
+
+
+def probabilities(shape: tuple[int, ...], seed: int, scale: float = 1.5) -> torch.Tensor:
+    """Random float64 distributions over the last dim, with no zero entry."""
+    gen = torch.Generator().manual_seed(seed)
+    return (torch.randn(shape, generator=gen, dtype=torch.float64) * scale).softmax(dim=-1)
+
+
+def sample_rows(q: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """One token from each row of q (k, V): what a draft model would have proposed."""
+    return torch.multinomial(q, 1, generator=gen)[:, 0]
+
+
+# ----------------------------------------------------------------------------------------------
+# residual_distribution
+
+
+def test_residual_distribution_known_values(impl):
+    p = torch.tensor([[0.5, 0.3, 0.2], [0.4, 0.4, 0.2], [0.1, 0.6, 0.3]], dtype=torch.float64)
+    q = torch.tensor([[0.2, 0.3, 0.5], [0.1, 0.2, 0.7], [0.1, 0.6, 0.3]], dtype=torch.float64)
+    want = torch.tensor([[1.0, 0.0, 0.0], [0.6, 0.4, 0.0], [0.1, 0.6, 0.3]], dtype=torch.float64)
+    got = impl.residual_distribution(p, q)
+    assert_close(
+        got, want, name="residual_distribution",
+        hint="row 0: max(0, p - q) = [0.3, 0, 0], normalised [1, 0, 0]; row 1: [0.3, 0.2, 0] "
+        "normalised [0.6, 0.4, 0]; row 2 has p == q, so no mass is left and the answer is p",
+    )  # fmt: skip
+
+
+@given(
+    lead=st.lists(st.integers(1, 3), max_size=2),
+    V=st.integers(2, 9),
+    equal_rows=st.booleans(),
+    seed=seeds(),
+)
+def test_residual_distribution_is_the_normalised_excess(impl, lead, V, equal_rows, seed):
+    p = probabilities((*lead, V), seed)
+    q = probabilities((*lead, V), seed + 1)
+    if equal_rows and lead:
+        q[0] = p[0]  # some rows with no residual mass at all
+    note(f"p = {p}\nq = {q}")
+    excess = (p - q).clamp_min(0)
+    mass = excess.sum(-1, keepdim=True)
+    want = torch.where(mass > 0, excess / mass.clamp_min(1e-300), p)
+    got = impl.residual_distribution(p, q)
+    assert_close(
+        got, want, name="residual_distribution", scale=1.0,
+        hint="max(0, p - q) divided by its sum over the last dim, each row on its own",
+    )  # fmt: skip
+
+
+# ----------------------------------------------------------------------------------------------
+# accept_reject: the deterministic corners
+
+
+@given(k=st.integers(1, 6), V=st.integers(2, 9), seed=seeds())
+def test_p_equal_to_q_accepts_every_draft_token(impl, k, V, seed):
+    p = probabilities((k + 1, V), seed)
+    gen = torch.Generator().manual_seed(seed)
+    draft = sample_rows(p[:k], gen)
+    out = impl.accept_reject(p, p[:k].clone(), draft, gen)
+    assert out.dtype == torch.long and list(out.shape) == [k + 1], (
+        f"with p == q every one of the {k} draft tokens is accepted (min(1, p/q) = 1), so the "
+        f"output is them plus a bonus token: expected int64 [{k + 1}], got {out.dtype} "
+        f"{list(out.shape)}"
+    )
+    assert torch.equal(out[:k], draft), f"the accepted prefix {out[:k]} is not the draft {draft}"
+
+
+@given(k=st.integers(1, 6), V=st.integers(2, 9), seed=seeds())
+def test_bonus_token_is_drawn_from_the_last_row_of_p(impl, k, V, seed):
+    p = probabilities((k + 1, V), seed)
+    bonus = seed % V
+    p[k] = torch.nn.functional.one_hot(torch.tensor(bonus), V).double()  # only `bonus` possible
+    gen = torch.Generator().manual_seed(seed)
+    draft = sample_rows(p[:k], gen)
+    out = impl.accept_reject(p, p[:k].clone(), draft, gen)
+    assert len(out) == k + 1 and int(out[-1]) == bonus, (
+        f"all {k} draft tokens are accepted, so the last token must come from p[k] = "
+        f"one-hot({bonus}); got {out.tolist()}. Usually: no bonus token, or drawn from p[k - 1]"
+    )
+
+
+@given(k=st.integers(2, 6), V=st.integers(3, 9), seed=seeds())
+def test_the_first_rejection_ends_the_round(impl, k, V, seed):
+    gen = torch.Generator().manual_seed(seed)
+    q = probabilities((k, V), seed)
+    p = torch.cat([q, probabilities((1, V), seed + 1)])  # accept everything, except:
+    draft = sample_rows(q, gen)
+    fix = torch.nn.functional.one_hot((draft[1] + 1) % V, V).double()
+    p[1] = fix  # p[1, draft[1]] = 0: token 1 is always rejected, and the residual is `fix`
+    out = impl.accept_reject(p, q, draft, gen)
+    want = [int(draft[0]), int(fix.argmax())]
+    assert out.tolist() == want, (
+        f"draft {draft.tolist()}: token 0 has p == q (always accepted), token 1 has p = 0 "
+        f"(always rejected) and residual one-hot({want[1]}), so the output must be {want}; got "
+        f"{out.tolist()}. Tokens after the first rejection are dropped, even if p likes them"
+    )
+
+
+def test_accept_reject_takes_its_randomness_from_the_generator(impl):
+    p = probabilities((4, 5), 11)
+    q = probabilities((3, 5), 12)
+    draft = torch.tensor([0, 1, 2])
+    runs = []
+    for global_seed in (1, 2):
+        torch.manual_seed(global_seed)  # must not matter
+        gen = torch.Generator().manual_seed(7)
+        runs.append([impl.accept_reject(p, q, draft, gen).tolist() for _ in range(30)])
+    assert runs[0] == runs[1], (
+        "two runs with generators seeded alike gave different outputs: draw every random number "
+        "(the uniform for each test, the residual and bonus samples) with generator=generator"
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# accept_reject: the distribution, counted
+
+
+def test_acceptance_probability_is_min_one_p_over_q(impl):
+    n = 4000
+    q = torch.tensor([[0.4, 0.2, 0.2, 0.2]], dtype=torch.float64)
+    p = torch.tensor([[0.1, 0.5, 0.2, 0.2], [0.25, 0.25, 0.25, 0.25]], dtype=torch.float64)
+    draft = torch.tensor([0])  # p / q = 0.25 for this token
+    gen = torch.Generator().manual_seed(2024)
+    accepted = sum(len(impl.accept_reject(p, q, draft, gen)) == 2 for _ in range(n))
+    rate, want = accepted / n, 0.25
+    sd = math.sqrt(want * (1 - want) / n)
+    assert abs(rate - want) <= Z * sd, (
+        f"a draft token with p = 0.1 and q = 0.4 must be accepted with probability "
+        f"min(1, p/q) = 0.25; it was accepted in {accepted} of {n} calls ({rate:.3f}). "
+        "0 means accepting only when p >= q; 1 means q/p or accepting always"
+    )
+
+
+HAND_BUILT = {  # name: (p, q); every case has tokens with p > q, p < q and p = q
+    "k1-V3": (
+        [[0.5, 0.3, 0.2], [0.1, 0.6, 0.3]],
+        [[0.2, 0.3, 0.5]],
+    ),
+    "k2-V3": (
+        [[0.6, 0.1, 0.3], [0.2, 0.5, 0.3], [0.3, 0.3, 0.4]],
+        [[0.3, 0.4, 0.3], [0.5, 0.2, 0.3]],
+    ),
+    "k3-V2": (
+        [[0.7, 0.3], [0.2, 0.8], [0.5, 0.5], [0.9, 0.1]],
+        [[0.4, 0.6], [0.5, 0.5], [0.5, 0.5]],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", HAND_BUILT)
+def test_accept_reject_output_has_the_exact_distribution(impl, name):
+    p, q = (torch.tensor(x, dtype=torch.float64) for x in HAND_BUILT[name])
+    expected = outcome_distribution(p, q)
+    draft_gen, gen = torch.Generator().manual_seed(1), torch.Generator().manual_seed(2)
+    samples = [
+        tuple(impl.accept_reject(p, q, sample_rows(q, draft_gen), gen).tolist())
+        for _ in range(4000)
+    ]
+    g, critical, worst = g_test(samples, expected)
+    assert g <= critical, (
+        f"over 4000 calls with draft tokens drawn from q, the outputs do not follow the exact "
+        f"distribution (G = {g:.1f} > {critical:.1f} at significance 1e-4); worst outcome "
+        f"{worst}.\np = {p.tolist()}\nq = {q.tolist()}\nUsually: after a rejection the token "
+        "must come from max(0, p - q) normalised, not from p; acceptance is random with "
+        "probability min(1, p/q), not p >= q"
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# bad input
+
+P3 = torch.full((3, 4), 0.25, dtype=torch.float64)
+Q2 = torch.full((2, 4), 0.25, dtype=torch.float64)
+X2 = torch.tensor([0, 1])
+
+BAD_CALLS = [
+    BadCall(
+        "residual_distribution(p [3, 4], q [2, 4])",
+        "p and q of different shapes",
+        lambda impl: impl.residual_distribution(P3, Q2),
+    ),
+    BadCall(
+        "residual_distribution(p [], q [])",
+        "no vocabulary dimension",
+        lambda impl: impl.residual_distribution(torch.tensor(1.0), torch.tensor(1.0)),
+    ),
+    BadCall(
+        "accept_reject(p [3, 4], q [2, 4], draft_tokens [[0, 1]])",
+        "draft_tokens not 1-D",
+        lambda impl: impl.accept_reject(P3, Q2, X2[None]),
+    ),
+    BadCall(
+        "accept_reject(p [3, 4], q [2, 4], draft_tokens float [2])",
+        "draft_tokens not int64",
+        lambda impl: impl.accept_reject(P3, Q2, X2.double()),
+    ),
+    BadCall(
+        "accept_reject(p [3, 4], q [3, 4], draft_tokens [2])",
+        "q with k + 1 rows",
+        lambda impl: impl.accept_reject(P3, P3, X2),
+    ),
+    BadCall(
+        "accept_reject(p [2, 4], q [2, 4], draft_tokens [2])",
+        "p with k rows instead of k + 1",
+        lambda impl: impl.accept_reject(Q2, Q2, X2),
+    ),
+    BadCall(
+        "accept_reject(p [3, 5], q [2, 4], draft_tokens [2])",
+        "p and q over different vocabularies",
+        lambda impl: impl.accept_reject(torch.full((3, 5), 0.2), Q2, X2),
+    ),
+]
+# What each ValueError's message must name.
+NAMES = {
+    "p and q of different shapes": "p",
+    "no vocabulary dimension": "p",
+    "draft_tokens not 1-D": "draft_tokens",
+    "draft_tokens not int64": "draft_tokens",
+    "q with k + 1 rows": "q",
+    "p with k rows instead of k + 1": "p",
+    "p and q over different vocabularies": "p|q",
+}
+
+
+@pytest.mark.parametrize("bad", BAD_CALLS, ids=str)
+def test_accept_bad_input_raises_value_error(impl, bad):
+    assert_value_error(bad, impl, match=NAMES[bad.why])
