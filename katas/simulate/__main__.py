@@ -1,0 +1,60 @@
+"""`python -m katas.simulate [--impl solution|reference|FOLDER] [--export DIR]`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from grading.impl import ImplError, load_impl
+from katas.simulate.scenes import Settings
+
+KATAS = ("batching", "kv_cache", "speculative_decoding", "flash_attention")
+
+
+def load_all(choice: str) -> dict:
+    """Each kata the simulation drives: `reference`, `solution`, or a folder of <kata>.py files
+    (a kata missing from the folder falls back to its reference)."""
+    impls = {}
+    for kata in KATAS:
+        which = choice
+        if choice not in ("solution", "reference"):
+            path = Path(choice) / f"{kata}.py"
+            which = str(path) if path.exists() else "reference"
+        try:
+            impls[kata] = load_impl(kata, which)
+        except ImplError as exc:
+            raise SystemExit(f"{kata}: {exc}") from None
+    return impls
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m katas.simulate", description=__doc__)
+    parser.add_argument(
+        "--impl", default="reference",
+        help="reference (default), solution (your katas/<kata>/solution.py files), or a folder "
+        "holding <kata>.py files",
+    )  # fmt: skip
+    parser.add_argument("--export", type=Path, help="write SVG screenshots and a PNG, then exit")
+    parser.add_argument(
+        "--workload", choices=["customers", "poisson"], default="customers",
+        help="the batching screen's opening workload: the three customers, or random arrivals",
+    )  # fmt: skip
+    parser.add_argument("--seed", type=int, default=0, help="the random workload's seed")
+    args = parser.parse_args(argv)
+    impls = load_all(args.impl)
+    settings = Settings(workload=args.workload, seed=args.seed)
+    if args.export:
+        from katas.simulate.export import export
+
+        for path in export(impls, args.export, settings):
+            print(path)
+        return 0
+    from katas.simulate.app import SimulationApp
+
+    SimulationApp(impls, settings).run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
