@@ -4,7 +4,8 @@
 follows it); the scratch katas built in `tmp_path` below prove that it notices each departure.
 
 The template, in short:
-- files: README.md, solution.py, optional cases.py, `test_<kata>_<n>_<level>.py` per level,
+- files: README.md, hints.md (the hint ladder, one `## ` rung each), solution.py, pictures the
+  README shows (.svg, .png), optional cases.py, `test_<kata>_<n>_<level>.py` per level,
   optional `test_<kata>_gpu.py` and `test_<kata>_compile.py`, optional `__init__.py`, and
   runnable extras (scripts with an `if __name__ == "__main__":` block);
 - README: `# Title`, then `## The story`, `## The task` (with `### Level N: ...` and `### Errors`),
@@ -48,11 +49,12 @@ def _file_problems(kata_dir: Path) -> list[str]:
     kata = kata_dir.name
     problems = [
         f"missing {name}"
-        for name in ("README.md", "solution.py")
+        for name in ("README.md", "hints.md", "solution.py")
         if not (kata_dir / name).is_file()
     ]
     fixed = {
         "README.md",
+        "hints.md",
         "solution.py",
         "cases.py",
         "__init__.py",
@@ -62,6 +64,8 @@ def _file_problems(kata_dir: Path) -> list[str]:
     for path in sorted(kata_dir.iterdir()):
         name = path.name
         if name.startswith(".") or name == "__pycache__" or name in fixed:
+            continue
+        if path.suffix in (".svg", ".png"):  # pictures the README shows
             continue
         if name.startswith("test_"):
             match = LEVEL_FILE.fullmatch(name)
@@ -223,14 +227,20 @@ def template_problems(kata_dir: Path) -> list[str]:
         mentioned = {int(n) for c in comments for n in re.findall(r"\b[Ll]evel (\d+)\b", c)}
         if mentioned:
             named["reference"] = mentioned
-    if len({frozenset(levels) for levels in named.values()}) > 1:
+    # README and test files list the same levels; the stub and the reference name only those (a
+    # level may add to an earlier level's function, and a reference may group levels).
+    readme_levels_set = named["README (### Level N)"]
+    if named["test file names"] != readme_levels_set or any(
+        not levels <= readme_levels_set for levels in named.values()
+    ):
         problems.append(
             "level numbers disagree: " + ", ".join(f"{k} {sorted(v)}" for k, v in named.items())
         )
     tests = [p.read_text() for p in kata_dir.glob("test_*.py")]
     cases = kata_dir / "cases.py"
     tables = tests + ([cases.read_text()] if cases.is_file() else [])
-    if not (any("BadCall(" in t for t in tables) and any("assert_value_error(" in t for t in tests)):
+    has_table = any("BadCall(" in t for t in tables)
+    if not (has_table and any("assert_value_error(" in t for t in tests)):
         problems.append(
             "no bad-input table: list bad calls as grading.errors.BadCall and check them with "
             "assert_value_error"
@@ -338,6 +348,7 @@ def scratch_kata(root: Path, kata: str = "demo") -> Path:
     kata_dir.mkdir(parents=True)
     (kata_dir / "README.md").write_text(GOOD_README.replace("demo", kata))
     (kata_dir / "solution.py").write_text(GOOD_STUB)
+    (kata_dir / "hints.md").write_text("# Hints: demo\n\n## Hint 1\n\nAdd them.\n")
     (kata_dir / "cases.py").write_text('"""Strategies."""\n')
     (kata_dir / f"test_{kata}_1_add.py").write_text(GOOD_TEST)
     (kata_dir / f"test_{kata}_2_scale.py").write_text("def test_scale(impl):\n    pass\n")
