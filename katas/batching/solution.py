@@ -24,6 +24,14 @@ Bad input raises ValueError naming the argument (every strategy):
 - batch_size, max_batch_size, max_tokens_per_step, kv_blocks or block_size < 1, max_wait < 0;
 - a request that cannot fit in kv_blocks even alone:
   ceil((len(prompt) + max_new_tokens - 1) / block_size) > kv_blocks.
+
+Every call is checked by the harness (README, "Rules every call follows"):
+- no argument tensor is changed in place;
+- the work is done with PyTorch on tensors (no NumPy, no DLPack, no .tolist() of a float tensor
+  over 256 elements);
+- answers are computed when asked, never remembered from earlier calls;
+- the code behaves the same whether or not it is measured;
+- decoding runs under torch.no_grad();
 """
 
 from __future__ import annotations

@@ -6,6 +6,13 @@ Conventions (those of Llama and Hugging Face Transformers): D = head_dim is even
 two dimensions (i, i + D/2), tables are laid out as cat([f, f], -1), and
 rotate_half(x) = cat(-x2, x1) over the two halves of the last dimension. Inputs are never
 modified. Every ValueError the tests expect is listed in each docstring (and in the README).
+
+Every call is checked by the harness (README, "Rules every call follows"):
+- no argument tensor is changed in place;
+- the work is done with PyTorch on tensors (no NumPy, no DLPack, no .tolist() of a float tensor
+  over 256 elements);
+- answers are computed when asked, never remembered from earlier calls;
+- the code behaves the same whether or not it is measured;
 """
 
 from __future__ import annotations

@@ -15,6 +15,14 @@ Conventions (the same as the FlashAttention kata):
   functions all reject: q, k or v that is not a non-empty 4-D float tensor; k whose batch or D
   differs from q's, or whose Hkv heads do not divide H; v whose batch, heads or length differ
   from k's; q, k and v that do not share one dtype and one device.
+
+Every call is checked by the harness (README, "Rules every call follows"):
+- no argument tensor is changed in place;
+- the work is done with PyTorch on tensors (no NumPy, no DLPack, no .tolist() of a float tensor
+  over 256 elements);
+- answers are computed when asked, never remembered from earlier calls;
+- the code behaves the same whether or not it is measured;
+- no function calls PyTorch's fused attention (scaled_dot_product_attention);
 """
 
 from __future__ import annotations

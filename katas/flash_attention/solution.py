@@ -19,6 +19,16 @@ Every function raises ValueError, naming the argument or size at fault, before a
 q, k or v is not 4-D or has a size 0; k and v differ in shape; q and k differ in batch size B
 (no broadcasting) or head dim D; H is not a multiple of Hkv; q, k and v do not share one
 floating-point dtype. The README's "Errors" section lists each function's own cases too.
+
+Every call is checked by the harness (README, "Rules every call follows"):
+- no argument tensor is changed in place;
+- the work is done with PyTorch (or Triton) on tensors (no NumPy, no DLPack, no .tolist() of a
+  float tensor over 256 elements);
+- answers are computed when asked, never remembered from earlier calls;
+- the code behaves the same whether or not it is measured;
+- no function calls PyTorch's fused attention (scaled_dot_product_attention);
+- levels 2 and 3 launch a Triton kernel on every call, and split_kv_decode spreads the keys over
+  its programs (no program reads every key);
 """
 
 from __future__ import annotations

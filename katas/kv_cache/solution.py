@@ -2,6 +2,14 @@
 
 Run the tests with `nox -s kv_cache` (or `pytest katas/kv_cache`); one level with
 `nox -s kv_cache -- -k "1_cache"` (then "2_generate", "3_paged").
+
+Every call is checked by the harness (README, "Rules every call follows"):
+- no argument tensor is changed in place;
+- the work is done with PyTorch on tensors (no NumPy, no DLPack, no .tolist() of a float tensor
+  over 256 elements);
+- answers are computed when asked, never remembered from earlier calls;
+- the code behaves the same whether or not it is measured;
+- generate decodes under torch.no_grad();
 """
 
 from __future__ import annotations

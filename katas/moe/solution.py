@@ -5,6 +5,13 @@ Run the tests with `nox -s moe` (or `pytest katas/moe`).
 Short names: T tokens, d model width, h expert hidden width, E experts, k experts per token,
 N kept assignments (N = T·k without a capacity limit), C an expert's capacity. Inputs are never
 modified. Every ValueError the tests expect is listed in each docstring (and in the README).
+
+Every call is checked by the harness (README, "Rules every call follows"):
+- no argument tensor is changed in place;
+- the work is done with PyTorch on tensors (no NumPy, no DLPack, no .tolist() of a float tensor
+  over 256 elements);
+- answers are computed when asked, never remembered from earlier calls;
+- the code behaves the same whether or not it is measured;
 """
 
 from __future__ import annotations

@@ -9,6 +9,14 @@ Both models follow the shared contract of grading/model.py: `model(ids, cache) -
 [1, t] -> logits [1, t, V], the new tokens placed at positions cache.seq_len ... onwards. For the
 caches, use the KVCache of the KV-cache kata (`from reference.kv_cache import KVCache`, or your
 own), made in the dtype and on the device of `next(model.parameters())`.
+
+Every call is checked by the harness (README, "Rules every call follows"):
+- no argument tensor is changed in place;
+- the work is done with PyTorch on tensors (no NumPy, no DLPack, no .tolist() of a float tensor
+  over 256 elements);
+- answers are computed when asked, never remembered from earlier calls;
+- the code behaves the same whether or not it is measured;
+- decoding runs under torch.no_grad();
 """
 
 from __future__ import annotations
