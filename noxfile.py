@@ -23,8 +23,11 @@ nox.options.sessions = ["selftest"]
 nox.options.default_venv_backend = "none"
 
 
-def shared_python(session: nox.Session) -> str:
-    """The shared environment's python, created and brought up to date only when needed."""
+def shared_python(session: nox.Session, extra: str | None = None) -> str:
+    """The shared environment's python, created and brought up to date only when needed.
+
+    `extra` adds one of pyproject.toml's optional extras (e.g. "sim") to it, once.
+    """
     python = ENV / "bin" / "python"
     wanted = hashlib.sha256(
         (ROOT / "pyproject.toml").read_bytes() + TORCH.encode() + TRITON.encode()
@@ -39,11 +42,16 @@ def shared_python(session: nox.Session) -> str:
             external=True,
         )  # fmt: skip
         stamp.write_text(wanted)
+    extra_stamp = ENV / f".installed-{extra}"
+    if extra and (not extra_stamp.exists() or extra_stamp.read_text() != wanted):
+        session.run(str(python), "-m", "pip", "install", "-e", f"{ROOT}[{extra}]", external=True)
+        extra_stamp.write_text(wanted)
     return str(python)
 
 
-def pytest(session: nox.Session, *args: str) -> None:
-    session.run(shared_python(session), "-m", "pytest", *args, *session.posargs, external=True)
+def pytest(session: nox.Session, *args: str, extra: str | None = None) -> None:
+    python = shared_python(session, extra)
+    session.run(python, "-m", "pytest", *args, *session.posargs, external=True)
 
 
 def kata_session(kata: str, summary: str) -> None:
@@ -71,7 +79,8 @@ for kata_dir in sorted((ROOT / "katas").glob("*/solution.py")):
 def selftest(session: nox.Session) -> None:
     """The repository's own tests: references pass, mutants fail, stubs fail kindly (CI runs it)."""
     # Each test starts a pytest process of its own; run them side by side, one line per result.
-    pytest(session, "tests", "-n", "auto", "-v", "--durations=10")
+    # The simulation's tests need its extra (Textual).
+    pytest(session, "tests", "-n", "auto", "-v", "--durations=10", extra="sim")
 
 
 SWEEP_SEEDS = ("0", "1", "2", "3", "4")
@@ -98,9 +107,9 @@ def lint(session: nox.Session) -> None:
     session.run(python, "-m", "ruff", "format", "--check", ".", external=True)
 
 
-def run_tool(session: nox.Session, *command: str) -> None:
+def run_tool(session: nox.Session, *command: str, extra: str | None = None) -> None:
     """`python -m *command posargs` in the shared environment."""
-    session.run(shared_python(session), "-m", *command, *session.posargs, external=True)
+    session.run(shared_python(session, extra), "-m", *command, *session.posargs, external=True)
 
 
 @nox.session(default=False, tags=["tools"])
@@ -137,6 +146,12 @@ def reset(session: nox.Session) -> None:
 def watch(session: nox.Session) -> None:
     """Re-run a kata's tests whenever you save: -- KATA [-- pytest arguments]."""
     run_tool(session, "grading.learner", "watch")
+
+
+@nox.session(default=False, tags=["tools"])
+def simulate(session: nox.Session) -> None:
+    """Watch the katas work in the terminal: -- [--impl solution] [--export DIR]."""
+    run_tool(session, "katas.simulate", extra="sim")
 
 
 @nox.session(default=False)

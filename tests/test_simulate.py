@@ -14,13 +14,16 @@ import time
 from xml.etree import ElementTree as ET
 
 import pytest
-from rich.console import Console
 
-from grading.impl import REPO_ROOT, load_impl
-from grading.mutants import read_mutant, write_mutant
-from katas.simulate import scenes
-from katas.simulate.__main__ import load_all
-from katas.simulate.app import BatchingScene, KVScene, SimulationApp
+pytest.importorskip("textual", reason="the simulation needs its extra: pip install -e .[sim]")
+
+from rich.console import Console  # noqa: E402
+
+from grading.impl import REPO_ROOT, load_impl  # noqa: E402
+from grading.mutants import read_mutant, write_mutant  # noqa: E402
+from katas.simulate import scenes  # noqa: E402
+from katas.simulate.__main__ import load_all  # noqa: E402
+from katas.simulate.app import BatchingScene, KVScene, SimulationApp  # noqa: E402
 
 SIZE = (100, 34)
 
