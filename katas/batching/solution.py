@@ -109,8 +109,8 @@ def continuous_batching(
     its cache holds ceil(n / block_size) blocks, taken as its cache grows and all returned when
     it finishes or is preempted. A waiting request joins only when the blocks for the tokens it
     feeds this step (min(its pending tokens, the budget left)) are free, and as soon as they are,
-    the step of a preemption included; the queue stops at the first that does not fit. When a running
-    request's next tokens need a block and none is free, preempt the most recently admitted
+    the step of a preemption included; the queue stops at the first that does not fit. When a
+    running request's next tokens need a block and none is free, preempt the most recently admitted
     running request (possibly that one): free its blocks and its cache, put it back in the
     waiting queue (still ordered by arrival), and when it rejoins, feed its prompt and the
     tokens it had generated again (recompute) before it continues.
