@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from grading.cost import count_flops
-from grading.model import ModelConfig, make_model
+from grading.model import ModelCall, ModelConfig, make_model
 
 # Significance of every statistical test. Each runs on fixed seeds, so it gives the same verdict
 # on every run; a correct solution that draws its random numbers in another order fails one of
@@ -71,6 +71,7 @@ class ScriptedModel(nn.Module):
     ) -> None:
         super().__init__()
         self.script, self.wrong, self.inner = list(script), wrong, inner
+        self.calls: list[ModelCall] = []  # every call, logged as the shared model logs its own
         if inner is not None:
             self.config = inner.config
         else:
@@ -85,6 +86,8 @@ class ScriptedModel(nn.Module):
     def forward(self, ids: torch.Tensor, cache=None) -> torch.Tensor:
         B, T = ids.shape
         start = 0 if cache is None else int(cache.seq_len)
+        cache_len = None if cache is None else start
+        self.calls.append(ModelCall(T, B, cache_len, torch.is_grad_enabled()))
         if self.inner is not None:
             logits = torch.zeros_like(self.inner(ids, cache))  # (B, T, V)
         else:
