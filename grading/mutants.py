@@ -28,6 +28,7 @@ into a copy of the right answer. Triton kernels are patched the same way, as sou
 from __future__ import annotations
 
 import ast
+import re
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -184,8 +185,20 @@ def _failed_tests(junit: Path) -> list[str]:
     return failed
 
 
+def test_ids(kata: str, names: tuple[str, ...]) -> list[str]:
+    """Node ids (`katas/<kata>/<file>::<name>`) of the kata's tests with these function names."""
+    ids = []
+    for path in sorted((REPO_ROOT / "katas" / kata).glob("test_*.py")):
+        text = path.read_text()
+        for name in names:
+            if re.search(rf"^\s*def {re.escape(name)}\(", text, flags=re.M):
+                ids.append(f"katas/{kata}/{path.name}::{name}")
+    return ids
+
+
 def judge(mutant: Mutant, workdir: Path, *extra: str, timeout: float = 600) -> Verdict:
-    """Run the tests named in CAUGHT_BY against the mutant, in a fresh pytest process."""
+    """Run the tests named in CAUGHT_BY against the mutant, in a fresh pytest process, stopping at
+    the first failure (each selected test is one written to catch it)."""
     import os
     import subprocess
     import sys
@@ -193,9 +206,14 @@ def judge(mutant: Mutant, workdir: Path, *extra: str, timeout: float = 600) -> V
     impl = write_mutant(mutant, workdir)
     junit = workdir / f"{mutant.path.stem}.xml"
     env = dict(os.environ, CI="1", PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1")
+    selected = test_ids(mutant.kata, mutant.caught_by)
+    if len(selected) < len(mutant.caught_by):  # a name no test has: let pytest say so
+        selected = [f"katas/{mutant.kata}", "-k", " or ".join(mutant.caught_by)]
+    else:
+        selected = [*selected, "-x"]
     command = [
-        sys.executable, "-m", "pytest", f"katas/{mutant.kata}", "-q", "-p", "no:cacheprovider",
-        "-k", " or ".join(mutant.caught_by), f"--impl={impl}", f"--junitxml={junit}", *extra,
+        sys.executable, "-m", "pytest", *selected, "-q", "-p", "no:cacheprovider",
+        f"--impl={impl}", f"--junitxml={junit}", *extra,
     ]  # fmt: skip
     done = subprocess.run(
         command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout

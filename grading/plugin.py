@@ -12,6 +12,7 @@ import os
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
+from hypothesis.database import DirectoryBasedExampleDatabase
 
 from grading.devices import has_cuda, use_triton_interpreter_without_gpu
 
@@ -37,10 +38,14 @@ _COMMON = dict(
 )
 settings.register_profile("dev", max_examples=20, derandomize=True, database=None, **_COMMON)
 settings.register_profile("ci", max_examples=30, derandomize=True, database=None, **_COMMON)
-settings.register_profile("thorough", max_examples=300, **_COMMON)
+# Explicit, since Hypothesis's own defaults turn derandomised and database-free where CI is set.
+_DATABASE = DirectoryBasedExampleDatabase(".hypothesis/examples")
+settings.register_profile(
+    "thorough", max_examples=300, derandomize=False, database=_DATABASE, **_COMMON
+)
 # sweep: thorough's random exploration, fewer examples and no database; the self-tests try each
 # reference with it under fixed seeds (`--hypothesis-seed`).
-settings.register_profile("sweep", max_examples=40, database=None, **_COMMON)
+settings.register_profile("sweep", max_examples=40, derandomize=False, database=None, **_COMMON)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 _FIGURES = pytest.StashKey[FigureLog]()

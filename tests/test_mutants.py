@@ -21,7 +21,7 @@ MINIMUM = {"kv_cache": 11, "serving": 10}
 DEFAULT_MINIMUM = 12
 
 
-def test_names(kata: str) -> set[str]:
+def defined_tests(kata: str) -> set[str]:
     """Names of the test functions defined in the kata's test files."""
     names = set()
     for path in (KATAS_DIR / kata).glob("test_*.py"):
@@ -40,7 +40,7 @@ def test_each_kata_has_a_corpus(kata):
 def test_mutant_is_well_formed(path):
     mutant = read_mutant(path)
     assert mutant.doc.startswith("Bug: "), f"{path.name}: its docstring must start with 'Bug: '"
-    unknown = set(mutant.caught_by) - test_names(mutant.kata)
+    unknown = set(mutant.caught_by) - defined_tests(mutant.kata)
     assert not unknown, f"{mutant.name}: CAUGHT_BY names no test of katas/{mutant.kata}: {unknown}"
     assert mutated_source(mutant) != mutant.reference.read_text()  # raises StaleMutant if stale
 
