@@ -174,7 +174,7 @@ def test_in_a_real_terminal(tmp_path):
     session = f"katas-sim-{os.getpid()}"
     command = f"cd {REPO_ROOT} && {sys.executable} -m katas.simulate"
     tmux = ["tmux", "-L", session]
-    subprocess.run([*tmux, "new-session", "-d", "-s", session, "-x", "100", "-y", "30", command],
+    subprocess.run([*tmux, "new-session", "-d", "-s", session, "-x", "80", "-y", "24", command],
                    check=True)  # fmt: skip
     try:
         assert _screen_shows(tmux, session, "tokens/step", 120)

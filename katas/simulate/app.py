@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding
+from textual.containers import VerticalScroll
 from textual.widgets import Footer, Header, Static, TabbedContent, TabPane
 
 from katas.simulate import scenes
@@ -155,7 +156,7 @@ class BatchingScene(Scene):
             "reversed: tokens differ from solo decoding",
             "dim",
         )
-        return Group(text, table, legend)
+        return Group(table, text, legend)  # the counters first: visible in 80 x 24
 
 
 class KVScene(Scene):
@@ -332,13 +333,14 @@ class SimulationApp(App):
         batching = BatchingScene(self.impls["batching"], self.settings, oracle, id="batching")
         kv = scenes.Settings(workload="poisson", rate=0.6, batch_size=4, kv_blocks=20)
         with TabbedContent(id="tabs"):
-            with TabPane("1 batching", id="tab-batching"):
+            # Each screen scrolls: an 80 x 24 terminal shows the top, the rest a scroll away.
+            with TabPane("1 batching", id="tab-batching"), VerticalScroll():
                 yield batching
-            with TabPane("2 KV cache", id="tab-kv"):
+            with TabPane("2 KV cache", id="tab-kv"), VerticalScroll():
                 yield KVScene(self.impls["batching"], self.impls["kv_cache"], kv, oracle, id="kv")
-            with TabPane("3 speculative", id="tab-spec"):
+            with TabPane("3 speculative", id="tab-spec"), VerticalScroll():
                 yield SpecScene(self.impls["speculative_decoding"], id="spec")
-            with TabPane("4 FlashAttention", id="tab-flash"):
+            with TabPane("4 FlashAttention", id="tab-flash"), VerticalScroll():
                 yield FlashScene(self.impls["flash_attention"], id="flash")
         yield Footer()
 
