@@ -105,6 +105,26 @@ def read_mutant(path: Path) -> Mutant:
     )
 
 
+def read_adversary(path: Path) -> tuple[Mutant, str]:
+    """A cheat of tests/adversarial/: the mutant format, plus KATA (the reference it patches),
+    TESTS (the kata tests to run) and EXPECT (a piece of the message its guard must print)."""
+    tree = ast.parse(Path(path).read_text())
+    values = {
+        node.targets[0].id: ast.literal_eval(node.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
+    }
+    mutant = Mutant(
+        path=Path(path),
+        kata=values["KATA"],
+        doc=ast.get_docstring(tree) or "",
+        caught_by=tuple(values["TESTS"]),
+        edits=tuple(tuple(e) for e in values.get("EDITS", ())),
+        replace=dict(values.get("REPLACE", {})),
+    )
+    return mutant, values["EXPECT"]
+
+
 def _definition(tree: ast.Module, qualname: str) -> ast.AST | None:
     """The top-level function or class `qualname` names, or a method as `Class.method`."""
     scope: list[ast.stmt] = tree.body

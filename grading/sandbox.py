@@ -25,6 +25,8 @@ COPIED = ["katas", "grading", "reference", "conftest.py", "pyproject.toml"]
 MEMORY_LIMIT = 8 * 2**30  # address space of the test process, in bytes
 OUTPUT_LIMIT = 32 * 2**20  # bytes a run may print or write to one file
 MEMORY_SIGNS = ("MemoryError", "can't allocate memory", "Cannot allocate memory")
+# A failure raised by the harness's guards (grading/guards.py): a cheat, not a mistake.
+GUARD_SIGNS = ("GuardFailure", "OffTheBooks")
 
 
 @dataclass
@@ -165,6 +167,13 @@ def _why_zero(
         if sig == signal.SIGXFSZ or printed >= OUTPUT_LIMIT:
             return f"flooded the output: over {OUTPUT_LIMIT // 2**20} MB written"
         return f"crashed: the test process was killed by {sig.name}"
+    broken = [t for t in run.tests if any(m in t["message"] for m in GUARD_SIGNS)]
+    if broken:
+        line = next(
+            (s for s in broken[0]["message"].splitlines() if any(m in s for m in GUARD_SIGNS)), ""
+        )
+        rule = line.split(": ", 1)[-1].strip()  # without "E   grading.guards.GuardFailure: "
+        return f"broke a rule the harness checks on every call: {rule[:300]}"
     if any("Timeout >" in t["message"] for t in run.tests):
         return "hung: a test ran past its time limit and was stopped"
     if any(sign in t["message"] for t in run.tests for sign in MEMORY_SIGNS):

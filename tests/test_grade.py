@@ -16,7 +16,7 @@ from xml.etree import ElementTree as ET
 import pytest
 
 from grading.impl import KATAS_DIR, REPO_ROOT
-from grading.mutants import MUTANTS_DIR, mutated_source, read_mutant
+from grading.mutants import MUTANTS_DIR, mutated_source, read_adversary, read_mutant
 
 KATA = "context_extension"
 ADVERSARIAL = REPO_ROOT / "tests" / "adversarial" / "grading"
@@ -130,6 +130,32 @@ def test_a_grade_replays_with_its_recorded_seed(graded_class, tmp_path):
     statuses = [(t["id"], t["status"]) for t in again["katas"][KATA]["tests"]]
     assert statuses == [(t["id"], t["status"]) for t in first["katas"][KATA]["tests"]]
     assert again["score"] == first["score"]
+
+
+def test_harness_cheats_score_zero(tmp_path):
+    """The guards of every test run hold while grading too: the KV-cache cheats of
+    tests/adversarial/ (the others are proven against their guards in tests/test_guards.py, and
+    the grader reads any guard's failure the same way)."""
+    cheats = [
+        read_adversary(p)[0]
+        for p in sorted((REPO_ROOT / "tests" / "adversarial").glob("*.py"))
+        if read_adversary(p)[0].kata == "kv_cache"
+    ]
+    assert len(cheats) >= 3
+    for cheat in cheats:
+        folder = tmp_path / "class" / cheat.path.stem
+        folder.mkdir(parents=True)
+        (folder / "kv_cache.py").write_text(mutated_source(cheat))
+    out = tmp_path / "out"
+    done = grade(
+        str(tmp_path / "class"), "--out", str(out), "--seed", "5", "--kata", "kv_cache",
+        "--timeout", "120", "--examples", "3", "--jobs", "2",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    for cheat in cheats:
+        entry = report(out, cheat.path.stem)["katas"]["kv_cache"]
+        assert entry["score"] == 0.0, f"{cheat.path.stem} scored {entry['score']}"
+        assert entry["reason"].startswith("broke a rule the harness checks"), entry["reason"]
 
 
 def test_a_single_file_needs_its_kata(tmp_path):

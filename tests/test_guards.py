@@ -8,7 +8,6 @@ piece of the message the guard must print).
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import inspect
 import sys
@@ -21,28 +20,10 @@ import torch
 from grading.cost import count_flops, largest_tensor, measure
 from grading.guards import GuardFailure, JudgeSnapshot, guard_module
 from grading.impl import REPO_ROOT, load_module
-from grading.mutants import Mutant, judge
+from grading.mutants import judge, read_adversary
 from grading.observe import OffTheBooks
 
 ADVERSARIES = sorted((REPO_ROOT / "tests" / "adversarial").glob("*.py"))
-
-
-def read_adversary(path: Path) -> tuple[Mutant, str]:
-    tree = ast.parse(path.read_text())
-    values = {
-        node.targets[0].id: ast.literal_eval(node.value)
-        for node in tree.body
-        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
-    }
-    mutant = Mutant(
-        path=path,
-        kata=values["KATA"],
-        doc=ast.get_docstring(tree) or "",
-        caught_by=tuple(values["TESTS"]),
-        edits=tuple(tuple(e) for e in values.get("EDITS", ())),
-        replace=dict(values.get("REPLACE", {})),
-    )
-    return mutant, values["EXPECT"]
 
 
 @pytest.mark.parametrize("path", ADVERSARIES, ids=[p.stem for p in ADVERSARIES])
