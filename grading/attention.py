@@ -14,13 +14,8 @@ from dataclasses import dataclass, replace
 import torch
 
 from grading.devices import default_device
+from grading.model import causal_mask  # noqa: F401 - part of the kit: one causal mask
 from grading.strategies import randn
-
-
-def causal_mask(Nq: int, Nk: int, device: torch.device | str | None = None) -> torch.Tensor:
-    """bool (Nq, Nk), True where query i may see key j: j <= i + Nk - Nq (bottom-right)."""
-    rows = torch.arange(Nq, device=device)[:, None] + (Nk - Nq)  # (Nq, 1): each query's position
-    return torch.arange(Nk, device=device)[None, :] <= rows
 
 
 @dataclass(frozen=True, kw_only=True)

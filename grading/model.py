@@ -73,6 +73,13 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return x * cos + torch.cat([-x2, x1], dim=-1) * sin
 
 
+def causal_mask(Nq: int, Nk: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """bool (Nq, Nk), True where query i may see key j: j <= i + Nk - Nq (bottom-right aligned,
+    so the newest query sees every key). The one causal mask of the repository."""
+    rows = torch.arange(Nq, device=device)[:, None] + (Nk - Nq)  # (Nq, 1): each query's position
+    return torch.arange(Nk, device=device)[None, :] <= rows
+
+
 def causal_attention(q, k, v):
     """q (B, H, Tq, D); k, v (B, Hkv, Tk, D) with Tk >= Tq; the last query sees every key.
 
@@ -84,9 +91,7 @@ def causal_attention(q, k, v):
     k = k.repeat_interleave(group, dim=1)  # (B, H, Tk, D)
     v = v.repeat_interleave(group, dim=1)
     scores = (q @ k.transpose(-1, -2)) / math.sqrt(D)  # (B, H, Tq, Tk)
-    query_pos = torch.arange(Tq, device=q.device)[:, None] + (Tk - Tq)
-    visible = torch.arange(Tk, device=q.device)[None, :] <= query_pos  # bottom-right aligned
-    scores = scores.masked_fill(~visible, float("-inf"))
+    scores = scores.masked_fill(~causal_mask(Tq, Tk, q.device), float("-inf"))
     probs = scores.softmax(dim=-1)
     return probs @ v, probs
 

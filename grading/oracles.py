@@ -12,6 +12,8 @@ import math
 
 import torch
 
+from grading.model import causal_mask
+
 
 def attention_scores(
     q: torch.Tensor,
@@ -30,7 +32,7 @@ def attention_scores(
     scores = (q @ k.transpose(-1, -2)) * scale  # (B, H, Nq, Nk)
     allowed = torch.ones(Nq, Nk, dtype=torch.bool)
     if causal:
-        allowed = torch.arange(Nk)[None, :] <= torch.arange(Nq)[:, None] + (Nk - Nq)
+        allowed = causal_mask(Nq, Nk)
     if mask is not None:
         allowed = allowed & mask.to("cpu", torch.bool)
     return scores.masked_fill(~allowed.expand(B, H, Nq, Nk), float("-inf"))
