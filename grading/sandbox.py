@@ -49,8 +49,8 @@ class KataRun:
         return sum(t["status"] == "passed" for t in judged) / len(judged) if judged else 0.0
 
 
-def make_sandbox(root: Path, kata: str, submission: Path, repo: Path = REPO_ROOT) -> Path:
-    """A private copy of what the tests need, with the submission as `submission/<kata>.py`."""
+def copy_repository(root: Path, repo: Path = REPO_ROOT) -> Path:
+    """A copy of what the katas' tests need (katas, harness, references, configuration)."""
     ignore = shutil.ignore_patterns("__pycache__", ".hypothesis", "*.pyc")
     for name in COPIED:
         source = repo / name
@@ -58,6 +58,12 @@ def make_sandbox(root: Path, kata: str, submission: Path, repo: Path = REPO_ROOT
             shutil.copytree(source, root / name, ignore=ignore)
         elif source.exists():
             shutil.copy2(source, root / name)
+    return root
+
+
+def make_sandbox(root: Path, kata: str, submission: Path, repo: Path = REPO_ROOT) -> Path:
+    """A private copy of what the tests need, with the submission as `submission/<kata>.py`."""
+    copy_repository(root, repo)
     (root / "reference" / f"{kata}.py").unlink(missing_ok=True)
     for folder in ("submission", "home", "tmp"):
         (root / folder).mkdir()

@@ -18,22 +18,15 @@ import pytest
 
 from grading.impl import REPO_ROOT
 from grading.interview import Interview
+from grading.sandbox import copy_repository
 
 KATA = "context_extension"
-COPIED = ["katas", "grading", "reference", "conftest.py", "pyproject.toml"]
 
 
 @pytest.fixture
 def scratch(tmp_path) -> Path:
     """A copy of the repository, committed, as a learner's clone would be."""
-    root = tmp_path / "repo"
-    ignore = shutil.ignore_patterns("__pycache__", ".hypothesis")
-    for name in COPIED:
-        source = REPO_ROOT / name
-        if source.is_dir():
-            shutil.copytree(source, root / name, ignore=ignore)
-        else:
-            shutil.copy2(source, root / name)
+    root = copy_repository(tmp_path / "repo")
     git = ["git", "-c", "user.name=learner", "-c", "user.email=learner@example.com"]
     subprocess.run(["git", "init", "-q"], cwd=root, check=True)
     subprocess.run(["git", "add", "-A"], cwd=root, check=True)
