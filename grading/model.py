@@ -25,6 +25,14 @@ else is in the batch. `SequenceCache` is a ready cache for one row. Every call i
 `model.batch_log` (see `BatchCall`): which cache each row used, where it started, the tokens it
 fed; the batching tests read it to check a schedule.
 
+A serving engine that keeps its own (paged) memory runs the same packed pass and supplies the
+attention, and optionally the feed-forward, itself (see `forward_packed`):
+
+    model.forward_packed(rows, starts, attention, feed_forward=None) -> logits
+
+A mixture-of-experts variant (for serving): `make_model(seed, dtype, n_experts=8, top_k=2)` puts
+a `MoE` of SwiGLU experts in every block's `mlp`; the contract is otherwise the same.
+
 The weights come from a seed. They are scaled so that attention is sharp and the output depends
 on the whole context: a cache that drops or misplaces keys changes the tokens generated.
 """
@@ -47,7 +55,9 @@ class ModelConfig:
     head_dim: int = 16
     vocab_size: int = 64
     max_seq_len: int = 256
-    hidden_dim: int = 128
+    hidden_dim: int = 128  # of the SwiGLU feed-forward, or of each expert
+    n_experts: int = 0  # 0: a dense SwiGLU feed-forward; else a mixture of this many experts
+    top_k: int = 2  # experts per token, in a mixture
     rope_base: float = 10000.0
     # Query/key weights this many times larger than a standard init: sharp, non-uniform attention.
     qk_gain: float = 3.0
@@ -106,22 +116,20 @@ class Attention(nn.Module):
         self.wv = nn.Linear(c.dim, c.n_kv_heads * c.head_dim, bias=False)
         self.wo = nn.Linear(c.n_heads * c.head_dim, c.dim, bias=False)
 
-    def forward_packed(self, x, cos, sin, lengths, caches):
-        """x (N, dim) holds the rows' tokens back to back; row b has lengths[b] of them."""
+    def forward_packed(self, x, cos, sin, attention):
+        """x (N, dim) holds the rows' tokens back to back; `attention(layer, q, k, v)` takes
+        q (N, H, hd) and k, v (N, Hkv, hd), RoPE'd, and returns (N, H, hd)."""
         c = self.config
         N = x.shape[0]
-        q = self.wq(x).view(N, c.n_heads, c.head_dim).transpose(0, 1)  # (H, N, hd)
-        k = self.wk(x).view(N, c.n_kv_heads, c.head_dim).transpose(0, 1)  # (Hkv, N, hd)
-        v = self.wv(x).view(N, c.n_kv_heads, c.head_dim).transpose(0, 1)
-        q, k, v = apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
-        outs = []
-        for q_b, k_b, v_b, cache in zip(
-            q.split(lengths, 1), k.split(lengths, 1), v.split(lengths, 1), caches, strict=True
-        ):
-            k_all, v_all = cache.update(self.layer, k_b[None], v_b[None])  # (1, Hkv, L + T_b, hd)
-            outs.append(causal_attention(q_b[None], k_all, v_all)[0][0])  # (H, T_b, hd)
-        y = torch.cat(outs, dim=1).transpose(0, 1).reshape(N, c.dim)  # (N, H * hd)
-        return self.wo(y)
+        q = self.wq(x).view(N, c.n_heads, c.head_dim)  # (N, H, hd)
+        k = self.wk(x).view(N, c.n_kv_heads, c.head_dim)  # (N, Hkv, hd)
+        v = self.wv(x).view(N, c.n_kv_heads, c.head_dim)
+        cos, sin = cos[:, None], sin[:, None]  # (N, 1, hd): one position per token
+        y = attention(self.layer, apply_rope(q, cos, sin), apply_rope(k, cos, sin), v)
+        if not isinstance(y, torch.Tensor) or y.shape != q.shape:
+            got = tuple(y.shape) if isinstance(y, torch.Tensor) else type(y).__name__
+            raise ValueError(f"attention: expected a result of shape {tuple(q.shape)}, got {got}")
+        return self.wo(y.reshape(N, c.dim))
 
     def forward(self, x, cos, sin, cache=None):
         c = self.config
@@ -147,17 +155,59 @@ class SwiGLU(nn.Module):
         return self.w2(F.silu(self.w1(x)) * self.w3(x))
 
 
+class MoE(nn.Module):
+    """A mixture of SwiGLU experts. The router keeps each token's top_k experts: softmax of the
+    router logits computed in float32, the k largest in descending order, renormalised to sum
+    to 1 (the MoE kata's `route`, as its `moe_forward` does). This module's own forward is the
+    naive one: every expert runs on every token, and the k chosen outputs are summed with their
+    weights in float32 (float64 for float64)."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.n_experts, self.top_k = config.n_experts, config.top_k
+        self.gate = nn.Linear(config.dim, config.n_experts, bias=False)  # the router
+        self.experts = nn.ModuleList(SwiGLU(config) for _ in range(config.n_experts))
+
+    def route(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """x (M, dim) -> weights (M, top_k) float32, experts (M, top_k) int64."""
+        logits = x.float() @ self.gate.weight.float().T  # (M, E): the router runs in float32
+        probs = logits.softmax(dim=-1)
+        top, experts = probs.topk(self.top_k, dim=-1, sorted=True)  # (M, k), descending
+        return top / top.sum(dim=-1, keepdim=True), experts
+
+    def forward(self, x):
+        shape = x.shape
+        x = x.reshape(-1, shape[-1])  # (M, dim)
+        weights, experts = self.route(x)
+        outs = torch.stack([expert(x) for expert in self.experts])  # (E, M, dim): every expert
+        tokens = torch.arange(x.shape[0], device=x.device)
+        wide = torch.promote_types(x.dtype, torch.float32)
+        y = torch.zeros(x.shape, dtype=wide, device=x.device)  # (M, dim)
+        for r in range(self.top_k):
+            y = y + weights[:, r, None].to(wide) * outs[experts[:, r], tokens].to(wide)
+        return y.to(x.dtype).reshape(shape)
+
+
 class Block(nn.Module):
     def __init__(self, config: ModelConfig, layer: int) -> None:
         super().__init__()
         self.attn_norm = nn.Parameter(torch.ones(config.dim))
         self.attn = Attention(config, layer)
         self.mlp_norm = nn.Parameter(torch.ones(config.dim))
-        self.mlp = SwiGLU(config)
+        self.mlp = MoE(config) if config.n_experts else SwiGLU(config)
 
-    def forward_packed(self, x, cos, sin, lengths, caches):
-        x = x + self.attn.forward_packed(rms_norm(x, self.attn_norm), cos, sin, lengths, caches)
-        return x + self.mlp(rms_norm(x, self.mlp_norm))
+    def forward_packed(self, x, cos, sin, attention, feed_forward=None):
+        x = x + self.attn.forward_packed(rms_norm(x, self.attn_norm), cos, sin, attention)
+        h = rms_norm(x, self.mlp_norm)
+        if feed_forward is None:
+            return x + self.mlp(h)
+        y = feed_forward(self.attn.layer, h)
+        if not isinstance(y, torch.Tensor) or y.shape != h.shape:
+            got = tuple(y.shape) if isinstance(y, torch.Tensor) else type(y).__name__
+            raise ValueError(
+                f"feed_forward: expected a result of shape {tuple(h.shape)}, got {got}"
+            )
+        return x + y
 
     def forward(self, x, cos, sin, cache=None):
         a, probs = self.attn(rms_norm(x, self.attn_norm), cos, sin, cache)
@@ -177,7 +227,7 @@ class ModelCall:
 
 @dataclass(frozen=True)
 class BatchRow:
-    cache: int  # id() of the row's cache object
+    cache: int | None  # id() of the row's cache object; None in `forward_packed`
     start: int  # cache.seq_len before the call: the position of the row's first new token
     tokens: tuple[int, ...]  # the token ids the row fed
 
@@ -283,6 +333,50 @@ class TinyLlama(nn.Module):
         if len({id(cache) for cache in caches}) != len(caches):
             raise ValueError("caches: each row needs a cache of its own")
         starts = [int(cache.seq_len) for cache in caches]  # read once, before any layer updates
+        lengths = [row.numel() if isinstance(row, torch.Tensor) else 0 for row in rows]
+
+        def attention(layer, q, k, v):  # each row against its own cache, as model(row, cache)
+            outs = []
+            for q_b, k_b, v_b, cache in zip(
+                q.split(lengths), k.split(lengths), v.split(lengths), caches, strict=True
+            ):  # q_b (T_b, H, hd); k_b, v_b (T_b, Hkv, hd)
+                k_all, v_all = cache.update(
+                    layer, k_b.transpose(0, 1)[None], v_b.transpose(0, 1)[None]
+                )
+                out = causal_attention(q_b.transpose(0, 1)[None], k_all, v_all)[
+                    0
+                ]  # (1, H, T_b, hd)
+                outs.append(out[0].transpose(0, 1))  # (T_b, H, hd)
+            return torch.cat(outs)  # (N, H, hd)
+
+        return self._packed(rows, starts, attention, None, [id(c) for c in caches])
+
+    def forward_packed(
+        self, rows: list[torch.Tensor], starts: list[int], attention, feed_forward=None
+    ) -> list[torch.Tensor]:
+        """A ragged batch whose memory the caller keeps (a serving engine's paged KV cache).
+
+        Row b feeds rows[b] (LongTensor [T_b], T_b >= 1) at positions starts[b] ... starts[b] +
+        T_b - 1. The rows are packed into N = sum(T_b) tokens. In every layer the model calls
+        `attention(layer, q, k, v)` with q (N, n_heads, head_dim) and k, v (N, n_kv_heads,
+        head_dim), RoPE applied, row by row in order; it returns (N, n_heads, head_dim): each
+        token's causal attention over its own sequence, the caller storing k and v as it likes.
+        `feed_forward(layer, x)`, given, replaces each block's feed-forward on x (N, dim): for a
+        mixture, the caller's own dispatch. Returns B logits [T_b, vocab]; logged like
+        forward_batch, with `cache=None` in each row of `batch_log`.
+        """
+        if not isinstance(rows, (list, tuple)) or not isinstance(starts, (list, tuple)):
+            raise ValueError("rows and starts: expected two lists, one entry per row")
+        if not rows or len(rows) != len(starts):
+            raise ValueError(
+                f"rows and starts: expected one start per row and at least one row, got "
+                f"{len(rows)} rows and {len(starts)} starts"
+            )
+        if not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in starts):
+            raise ValueError(f"starts: expected ints >= 0, got {list(starts)!r:.80}")
+        return self._packed(rows, list(starts), attention, feed_forward, [None] * len(rows))
+
+    def _packed(self, rows, starts, attention, feed_forward, cache_ids) -> list[torch.Tensor]:
         for b, (row, start) in enumerate(zip(rows, starts, strict=True)):
             if not isinstance(row, torch.Tensor) or row.dim() != 1 or row.dtype != torch.long:
                 raise ValueError(f"rows[{b}]: expected a LongTensor [T], got {row!r:.60}")
@@ -301,12 +395,12 @@ class TinyLlama(nn.Module):
         cos, sin = self.rope_cos[positions].to(dtype), self.rope_sin[positions].to(dtype)  # (N, hd)
         x = self.embed(ids)  # (N, dim)
         for block in self.blocks:
-            x = block.forward_packed(x, cos, sin, lengths, caches)
+            x = block.forward_packed(x, cos, sin, attention, feed_forward)
         logits = self.lm_head(rms_norm(x, self.norm))  # (N, vocab)
         self.calls.append(ModelCall(sum(lengths), len(rows), None, torch.is_grad_enabled()))
-        fed = zip(caches, starts, rows, strict=True)
+        fed = zip(cache_ids, starts, rows, strict=True)
         self.batch_log.append(
-            BatchCall(tuple(BatchRow(id(c), s, tuple(r.tolist())) for c, s, r in fed))
+            BatchCall(tuple(BatchRow(c, s, tuple(r.tolist())) for c, s, r in fed))
         )
         return list(logits.split(lengths))
 
@@ -323,6 +417,8 @@ def make_model(seed: int = 0, dtype: torch.dtype = torch.float32, **overrides) -
         raise ValueError(f"n_heads ({config.n_heads}) must be a multiple of n_kv_heads")
     if config.head_dim % 2:
         raise ValueError(f"head_dim must be even for RoPE, got {config.head_dim}")
+    if config.n_experts and not 1 <= config.top_k <= config.n_experts:
+        raise ValueError(f"top_k must lie in 1..n_experts = 1..{config.n_experts}")
     model = TinyLlama(config)
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():

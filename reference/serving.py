@@ -1,0 +1,316 @@
+"""Reference solution for the serving kata. Read it after trying the kata yourself.
+
+One engine with every technique of the other katas: continuous batching (batching), a paged KV
+cache (kv_cache), attention over each sequence's blocks (kv_cache on the CPU, the FlashAttention
+kernel on a GPU), grouped expert dispatch (moe) and, with a draft model, speculative decoding
+with one batched verification call per step (speculative_decoding).
+
+The arc of this file: level 1 runs the model's mixture the fast way; level 2's engine keeps a
+pool of KV blocks, schedules the requests step by step and runs one packed model call per step;
+level 3 lets a draft model propose tokens that the same call verifies.
+
+Short names: P prompt length, N max_new_tokens, B rows in a call, T tokens a row feeds, L keys a
+row attends over, bs block_size, k draft tokens per round.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from grading.naive import Completion, Request
+from reference.moe import moe_forward
+
+__all__ = ["Completion", "Request", "moe_feed_forward", "serve"]
+
+
+def _check_int(name: str, value, least: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < least:
+        raise ValueError(f"{name}: expected an int >= {least}, got {value!r}")
+
+
+# ----------------------------------------------------------------------------------------------
+# Level 1: the model's mixture through grouped dispatch
+
+
+def _expert_weights(moe) -> tuple[torch.Tensor, ...]:
+    """The MoE kata's layout: gate_w [E, d]; w1, w3 [E, d, h]; w2 [E, h, d]."""
+    w1 = torch.stack([e.w1.weight.T for e in moe.experts])  # nn.Linear keeps [out, in]
+    w3 = torch.stack([e.w3.weight.T for e in moe.experts])
+    w2 = torch.stack([e.w2.weight.T for e in moe.experts])
+    return moe.gate.weight, w1, w3, w2
+
+
+def moe_feed_forward(moe, x: torch.Tensor) -> torch.Tensor:
+    """The mixture `moe` (a block's `mlp`) on x (N, dim), each expert run once on its tokens."""
+    d = moe.gate.weight.shape[1]
+    if not isinstance(x, torch.Tensor) or x.ndim != 2 or x.shape[0] < 1 or x.shape[1] != d:
+        got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+        raise ValueError(f"x: expected a tensor [N, dim] = [N >= 1, {d}], got {got}")
+    if x.dtype != moe.gate.weight.dtype:
+        raise ValueError(f"x: expected the model's dtype {moe.gate.weight.dtype}, got {x.dtype}")
+    return moe_forward(x, *_expert_weights(moe), moe.top_k)
+
+
+# ----------------------------------------------------------------------------------------------
+# Level 2: the engine: a KV block pool, a scheduler, one packed call per step
+
+
+@dataclass(eq=False)
+class _Sequence:
+    request: Request
+    order: int  # its index in `requests`: ties in arrival are served in this order
+    tokens: list[int]  # prompt + generated so far
+    blocks: list[int] = field(default_factory=list)  # its block table
+    cached: int = 0  # tokens whose keys and values the target holds
+    draft_cached: int = 0  # ... the draft holds
+    first_token: int | None = None
+    finished: int | None = None
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return (self.request.arrival, self.order)
+
+    @property
+    def generated(self) -> int:
+        return len(self.tokens) - len(self.request.prompt)
+
+    @property
+    def done(self) -> bool:
+        return self.generated == self.request.max_new_tokens
+
+
+class _KVPool:
+    """Keys and values of every layer in blocks of bs tokens: k, v (layers, blocks, Hkv, bs, hd).
+
+    Block tables live on the sequences; one table serves the target's pool and the draft's.
+    """
+
+    def __init__(self, model, num_blocks: int, block_size: int) -> None:
+        c, weight = model.config, next(model.parameters())
+        shape = (c.n_layers, num_blocks, c.n_kv_heads, block_size, c.head_dim)
+        self.k = torch.zeros(shape, dtype=weight.dtype, device=weight.device)
+        self.v = torch.zeros(shape, dtype=weight.dtype, device=weight.device)
+        self.block_size = block_size
+
+    def attention(self, rows: list[tuple[_Sequence, int, int]]):
+        """The `attention` callback of one packed call: row (seq, start, T) writes its T new
+        keys at positions start .. start + T - 1 and attends over positions 0 .. start + T - 1."""
+        bs, device = self.block_size, self.k.device
+        positions = torch.cat([torch.arange(s, s + t) for _, s, t in rows])  # (N,)
+        tables = [torch.tensor(seq.blocks, device=device) for seq, _, _ in rows]
+        blocks = torch.cat(
+            [tables[b][torch.arange(s, s + t) // bs] for b, (_, s, t) in enumerate(rows)]
+        )
+        offsets = (positions % bs).to(device)  # (N,)
+        lengths = [t for _, _, t in rows]
+
+        def attend(layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+            self.k[layer, blocks, :, offsets] = k  # (N, Hkv, hd) scattered into their slots
+            self.v[layer, blocks, :, offsets] = v
+            outs = []
+            for q_b, table, (_, start, T) in zip(q.split(lengths), tables, rows, strict=True):
+                L = start + T
+                k_b = self.k[layer, table].transpose(0, 1).flatten(1, 2)[:, :L]  # (Hkv, L, hd)
+                v_b = self.v[layer, table].transpose(0, 1).flatten(1, 2)[:, :L]
+                outs.append(_attend(q_b.transpose(0, 1), k_b, v_b).transpose(0, 1))  # (T, H, hd)
+            return torch.cat(outs)  # (N, H, hd)
+
+        return attend
+
+
+def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Causal attention of q (H, T, hd) over k, v (Hkv, L, hd), the last query seeing every key."""
+    H, T, D = q.shape
+    k = k.repeat_interleave(H // k.shape[0], dim=0)  # (H, L, hd)
+    v = v.repeat_interleave(H // v.shape[0], dim=0)
+    if q.is_cuda:  # the FlashAttention kata's kernel (bottom-right causal, as here)
+        from reference.flash_attention import flash_attention
+
+        return flash_attention(q[None], k[None], v[None], causal=True)[0]
+    wide = torch.promote_types(q.dtype, torch.float32)  # float32, or float64 for float64
+    scores = (q.to(wide) @ k.to(wide).transpose(1, 2)) / math.sqrt(D)  # (H, T, L)
+    L = k.shape[1]
+    visible = torch.arange(L, device=q.device)[None, :] <= torch.arange(T, device=q.device)[
+        :, None
+    ] + (L - T)
+    scores = scores.masked_fill(~visible, float("-inf"))
+    return (scores.softmax(dim=-1) @ v.to(wide)).to(q.dtype)  # (H, T, hd)
+
+
+def _check(model, requests, max_batch_size, kv_blocks, block_size, draft, k) -> list[_Sequence]:
+    _check_int("max_batch_size", max_batch_size, 1)
+    if kv_blocks is not None:
+        _check_int("kv_blocks", kv_blocks, 1)
+    _check_int("block_size", block_size, 1)
+    _check_int("k", k, 1)
+    config, seen = model.config, set()
+    if draft is not None and draft.config.vocab_size != config.vocab_size:
+        raise ValueError(
+            f"draft: vocab_size {draft.config.vocab_size} differs from the model's "
+            f"{config.vocab_size}"
+        )
+    longest = min(m.config.max_seq_len for m in (model, draft) if m is not None)
+    for i, r in enumerate(requests):
+        where = f"requests[{i}] (id {r.id})"
+        if r.id in seen:
+            raise ValueError(f"{where}: duplicate id {r.id}; ids must be unique")
+        seen.add(r.id)
+        if len(r.prompt) == 0:
+            raise ValueError(f"{where}: prompt is empty; it needs at least one token")
+        if not all(isinstance(t, int) and 0 <= t < config.vocab_size for t in r.prompt):
+            raise ValueError(f"{where}: prompt tokens must be ints in 0..{config.vocab_size - 1}")
+        _check_int(f"{where}: max_new_tokens", r.max_new_tokens, 1)
+        _check_int(f"{where}: arrival", r.arrival, 0)
+        total = len(r.prompt) + r.max_new_tokens - 1  # the last new token is never fed
+        if total > longest:
+            raise ValueError(
+                f"{where}: prompt of {len(r.prompt)} tokens + max_new_tokens {r.max_new_tokens} "
+                f"- 1 exceeds max_seq_len {longest}"
+            )
+        if kv_blocks is not None and math.ceil(total / block_size) > kv_blocks:
+            raise ValueError(
+                f"kv_blocks: request {r.id} needs {math.ceil(total / block_size)} blocks of "
+                f"{block_size} tokens even alone, but kv_blocks is {kv_blocks}"
+            )
+    seqs = [_Sequence(r, i, list(r.prompt)) for i, r in enumerate(requests)]
+    return sorted(seqs, key=lambda s: s.key)
+
+
+class _Engine:
+    def __init__(self, model, draft, num_blocks: int, block_size: int, k: int) -> None:
+        self.model, self.draft, self.k = model, draft, k
+        self.block_size = block_size
+        self.free = list(range(num_blocks - 1, -1, -1))  # pop() hands out block 0 first
+        self.pools = {model: _KVPool(model, num_blocks, block_size)}
+        if draft is not None:
+            self.pools[draft] = _KVPool(draft, num_blocks, block_size)
+        self.experts = {  # per model and layer: the MoE kata's weight layout, stacked once
+            m: [_expert_weights(b.mlp) for b in m.blocks] if m.config.n_experts else None
+            for m in self.pools
+        }
+
+    # -- memory ---------------------------------------------------------------------------------
+
+    def proposals(self, seq: _Sequence) -> int:
+        """Draft tokens this round: never one that could not be kept."""
+        left = seq.request.max_new_tokens - seq.generated
+        return 0 if self.draft is None else min(self.k, left - 1)
+
+    def needs(self, seq: _Sequence) -> int:
+        """Blocks more the next call needs: room for every token it will feed the target."""
+        fed_to = len(seq.tokens) + self.proposals(seq)
+        return math.ceil(fed_to / self.block_size) - len(seq.blocks)
+
+    def grow(self, seq: _Sequence) -> None:
+        seq.blocks += [self.free.pop() for _ in range(self.needs(seq))]
+
+    def shrink(self, seq: _Sequence, keep: int) -> None:
+        """Keep the blocks of the first `keep` cached tokens; hand the rest back."""
+        kept = math.ceil(keep / self.block_size)
+        self.free += reversed(seq.blocks[kept:])
+        del seq.blocks[kept:]
+
+    def release(self, seq: _Sequence) -> None:
+        self.shrink(seq, 0)
+        seq.cached = seq.draft_cached = 0  # a preempted sequence recomputes what it had
+
+    # -- one packed call -----------------------------------------------------------------------
+
+    def call(self, model, rows: list[tuple[_Sequence, list[int], int]]) -> list[torch.Tensor]:
+        """Feed row (seq, tokens, start) of every row in one call; returns logits [T, vocab]."""
+        device = next(model.parameters()).device
+        pool, experts = self.pools[model], self.experts[model]
+        attention = pool.attention([(seq, start, len(t)) for seq, t, start in rows])
+        feed_forward = None
+        if experts is not None:
+
+            def feed_forward(layer: int, x: torch.Tensor) -> torch.Tensor:
+                return moe_forward(x, *experts[layer], model.config.top_k)
+
+        ids = [torch.tensor(t, device=device) for _, t, _ in rows]
+        return model.forward_packed(ids, [start for _, _, start in rows], attention, feed_forward)
+
+    # -- one step ------------------------------------------------------------------------------
+
+    def step(self, batch: list[_Sequence], now: int) -> None:
+        proposed = {seq: [] for seq in batch}
+        if self.draft is not None:  # the draft proposes, one batched call per draft token
+            for i in range(max(self.proposals(seq) for seq in batch)):
+                rows = [s for s in batch if self.proposals(s) > i]
+                feeds = [
+                    (s, (s.tokens + proposed[s])[s.draft_cached :], s.draft_cached) for s in rows
+                ]
+                logits = self.call(self.draft, feeds)
+                for (seq, fed, _), out in zip(feeds, logits, strict=True):
+                    seq.draft_cached += len(fed)
+                    proposed[seq].append(int(out[-1].argmax()))
+        feeds = [(s, (s.tokens + proposed[s])[s.cached :], s.cached) for s in batch]
+        logits = self.call(self.model, feeds)  # the target verifies every row's proposals at once
+        for seq, out in zip(batch, logits, strict=True):
+            m = len(proposed[seq])
+            best = out[-(m + 1) :].argmax(dim=-1).tolist()  # the target's choice after each prefix
+            j = 0
+            while j < m and proposed[seq][j] == best[j]:
+                j += 1
+            seq.tokens += proposed[seq][:j] + [best[j]]
+            # Roll back what was read past the committed tokens; the newest is read next round.
+            seq.cached = len(seq.tokens) - 1
+            seq.draft_cached = min(seq.draft_cached, len(seq.tokens) - 1)
+            self.shrink(seq, seq.cached)
+            if seq.first_token is None:
+                seq.first_token = now
+            if seq.done:
+                seq.finished = now
+
+
+@torch.no_grad()
+def serve(
+    model, requests, *, max_batch_size=32, kv_blocks=None, block_size=16, draft=None, k=4
+) -> list[Completion]:
+    """Greedy answers to `requests`, each equal to decoding it alone, on the batching clock."""
+    queue = _check(model, requests, max_batch_size, kv_blocks, block_size, draft, k)
+    if kv_blocks is None:  # room for everybody at once
+        total = [len(s.tokens) + s.request.max_new_tokens - 1 for s in queue]
+        kv_blocks = max(1, sum(math.ceil(t / block_size) for t in total))
+    engine = _Engine(model, draft, kv_blocks, block_size, k)
+    arrivals, waiting, running = list(queue), [], []  # waiting by arrival; running by admission
+    now = 0
+    while arrivals or waiting or running:
+        while arrivals and arrivals[0].request.arrival <= now:
+            waiting.append(arrivals.pop(0))
+        if not waiting and not running:
+            now = arrivals[0].request.arrival  # idle until somebody arrives
+            continue
+        for seq in list(running):  # the running first, oldest first
+            while seq in running and engine.needs(seq) > len(engine.free):
+                victim = running.pop()  # preempt the most recently admitted
+                engine.release(victim)
+                waiting = sorted(waiting + [victim], key=lambda s: s.key)
+            if seq in running:
+                engine.grow(seq)
+        while (
+            waiting
+            and len(running) < max_batch_size
+            and engine.needs(waiting[0]) <= len(engine.free)
+        ):
+            seq = waiting.pop(0)  # first come, first served
+            engine.grow(seq)
+            running.append(seq)
+        engine.step(running, now)
+        for seq in [s for s in running if s.done]:  # they leave at once
+            running.remove(seq)
+            engine.release(seq)
+        now += 1
+    return [
+        Completion(
+            s.request.id,
+            s.tokens[len(s.request.prompt) :],
+            s.request.arrival,
+            s.first_token,
+            s.finished,
+        )
+        for s in sorted(queue, key=lambda s: s.order)
+    ]
