@@ -1,0 +1,201 @@
+"""The serving kata's test kit: the models, workloads, the solo oracle, and readings of the
+model's own log (which rows each call fed, at which positions) that the checks rely on.
+
+Every `model.forward_packed` call is logged by the model itself in `model.batch_log` (rows, each
+with its start position and the tokens fed) and `model.calls`. What the tests say about a
+schedule (rows per call, tokens fed, KV blocks in use, FLOPs of the ideal) is read from there,
+not from what the implementation reports.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import torch
+from hypothesis import strategies as st
+
+from grading.model import greedy_generate_no_cache, make_model
+from grading.workload import WorkloadRequest, poisson_workload
+from katas.batching.cases import MAX_SEQ_LEN, VOCAB, workloads  # noqa: F401 - shared kit
+
+MOE = dict(n_experts=8, top_k=2, max_seq_len=MAX_SEQ_LEN, vocab_size=VOCAB)
+
+
+@functools.lru_cache(maxsize=4)
+def target(dtype: torch.dtype = torch.float64):
+    """The served model: the shared tiny Llama with 8 experts, 2 per token, in every block."""
+    return make_model(0, dtype, **MOE)
+
+
+DRAFTS = ["agreeing", "close", "weak", "small"]
+
+
+@functools.lru_cache(maxsize=8)
+def draft(kind: str, dtype: torch.dtype = torch.float64):
+    """`agreeing`: a second copy of the target (proposes what the target would pick); `close`:
+    a copy whose output head is perturbed (agrees about two times in three); `weak`: a one-layer
+    dense model of another seed (rarely agrees); `small`: a two-expert mixture of another seed
+    and shape."""
+    if kind in ("agreeing", "close"):
+        model = make_model(0, torch.float64, **MOE)
+        if kind == "close":
+            gen = torch.Generator().manual_seed(5)
+            head = model.lm_head.weight
+            with torch.no_grad():
+                head += 0.3 * head.std() * torch.randn(head.shape, generator=gen, dtype=head.dtype)
+        return model.to(dtype)
+    if kind == "weak":
+        return make_model(1, dtype, n_layers=1, max_seq_len=MAX_SEQ_LEN, vocab_size=VOCAB)
+    return make_model(
+        2, dtype, n_layers=1, n_heads=2, n_kv_heads=1, head_dim=8, n_experts=2, top_k=1,
+        max_seq_len=MAX_SEQ_LEN, vocab_size=VOCAB,
+    )  # fmt: skip
+
+
+@functools.lru_cache(maxsize=4096)
+def solo(prompt: tuple[int, ...], max_new_tokens: int) -> tuple[int, ...]:
+    """The oracle: what naive_serve gives one request (float64, no cache, every expert)."""
+    ids = torch.tensor([prompt])
+    out = greedy_generate_no_cache(target(torch.float64), ids, max_new_tokens)
+    return tuple(out[0, len(prompt) :].tolist())
+
+
+@functools.lru_cache(maxsize=4096)
+def rounds(kind: str, prompt: tuple[int, ...], max_new_tokens: int, k: int) -> int:
+    """Steps speculative decoding needs for one request alone: each round the draft proposes
+    min(k, tokens still needed - 1) greedy tokens from the true context (no cache), and the
+    longest prefix matching the target's own tokens is kept, plus one of the target's."""
+    want, model = solo(prompt, max_new_tokens), draft(kind)
+    done = count = 0
+    while done < max_new_tokens:
+        context = list(prompt) + list(want[:done])
+        proposals = []
+        for _ in range(min(k, max_new_tokens - done - 1)):
+            ids = torch.tensor([context + proposals])
+            with torch.no_grad():
+                proposals.append(int(model(ids)[0, -1].argmax()))
+        kept = 0
+        while kept < len(proposals) and proposals[kept] == want[done + kept]:
+            kept += 1
+        done, count = done + kept + 1, count + 1
+    return count
+
+
+def as_requests(impl, specs: list[WorkloadRequest]) -> list:
+    return [impl.Request(s.id, list(s.prompt), s.max_new_tokens, s.arrival) for s in specs]
+
+
+def blocks_alone(specs: list[WorkloadRequest], block_size: int) -> int:
+    """The most blocks any one request needs: ceil((len(prompt) + max_new_tokens - 1) / bs)."""
+    return max(math.ceil((len(s.prompt) + s.max_new_tokens - 1) / block_size) for s in specs)
+
+
+@st.composite
+def budgets(draw, specs: list[WorkloadRequest]):
+    """(block_size, kv_blocks): sizes from 1 token to past a prompt; no limit, or a pool from
+    exactly what the largest request needs alone to a few blocks more."""
+    block_size = draw(st.sampled_from([1, 2, 3, 4, 5, 16]), label="block_size")
+    tight = draw(st.one_of(st.none(), st.integers(0, 3)), label="blocks beyond the largest")
+    return block_size, None if tight is None else blocks_alone(specs, block_size) + tight
+
+
+def chat_workload(n: int = 32, seed: int = 0) -> list[WorkloadRequest]:
+    """The cost tests' workload: n chat-like requests arriving over the first few steps."""
+    return poisson_workload(n, rate=8.0, seed=seed, vocab_size=VOCAB, max_seq_len=MAX_SEQ_LEN)
+
+
+def run(fn, model, requests, **kwargs):
+    """Call `fn(model, requests, **kwargs)` with fresh logs (the target's and the draft's);
+    return (completions, the target's batch_log)."""
+    for m in (model, kwargs.get("draft") or model):
+        m.calls.clear()
+        m.batch_log.clear()
+    return fn(model, requests, **kwargs), list(model.batch_log)
+
+
+# ----------------------------------------------------------------------------------------------
+# Checks
+
+
+def check_completions(completions, specs: list[WorkloadRequest]) -> None:
+    """One Completion per request, in the order of `requests`, each with naive_serve's tokens."""
+    assert isinstance(completions, list) and len(completions) == len(specs), (
+        f"expected a list of {len(specs)} Completions (one per request), got {completions!r:.200}"
+    )
+    for got, spec in zip(completions, specs, strict=True):
+        assert got.id == spec.id, (
+            f"Completions must come back in the order of `requests`: expected id {spec.id}, "
+            f"got {got.id}"
+        )
+        want = list(solo(tuple(spec.prompt), spec.max_new_tokens))
+        assert list(got.tokens) == want, (
+            f"request {spec.id} (prompt of {len(spec.prompt)} tokens, max_new_tokens "
+            f"{spec.max_new_tokens}): tokens differ from naive_serve's\n expected {want}\n"
+            f" got      {list(got.tokens)}\nUsually: keys written to the wrong block or offset, a "
+            "block handed to two sequences, RoPE at the wrong position, a row attending to "
+            "another row's keys, tokens routed to the wrong experts, or a rollback that kept a "
+            "rejected proposal's keys"
+        )
+        assert got.arrival == spec.arrival, f"request {spec.id}: arrival should be {spec.arrival}"
+        assert spec.arrival <= got.first_token <= got.finished, (
+            f"request {spec.id}: expected arrival {spec.arrival} <= first_token <= finished, got "
+            f"first_token {got.first_token}, finished {got.finished}: a request is served only "
+            "from its arrival step on, and its first token comes no later than its last"
+        )
+
+
+def check_memory(log, max_batch_size: int, kv_blocks: int | None, block_size: int) -> None:
+    """No call has more than max_batch_size rows, or rows whose keys need more than kv_blocks."""
+    for c, call in enumerate(log):
+        assert len(call.rows) <= max_batch_size, (
+            f"call {c} fed {len(call.rows)} rows, but max_batch_size is {max_batch_size}"
+        )
+        if kv_blocks is None:
+            continue
+        held = sum(math.ceil((row.start + len(row.tokens)) / block_size) for row in call.rows)
+        assert held <= kv_blocks, (
+            f"call {c}: its rows reach positions that need {held} blocks of {block_size} tokens "
+            f"at once (ceil((start + fed) / block_size) per row), but kv_blocks is {kv_blocks}: "
+            "a block was promised twice, or a request ran without its blocks"
+        )
+
+
+def ideal_tokens(specs: list[WorkloadRequest]) -> int:
+    """Tokens the target must read without a draft: every prompt token and every new token but
+    the last, each once."""
+    return sum(len(s.prompt) + s.max_new_tokens - 1 for s in specs)
+
+
+def ideal_flops(model, log) -> int:
+    """FLOPs of the matrix products the logged calls need at the least: each token through every
+    projection, its top_k experts (not all of them) and the head; each row's queries against the
+    keys up to its own position."""
+    c = model.config
+    dim, hd, H, Hkv = c.dim, c.head_dim, c.n_heads, c.n_kv_heads
+    per_token = 2 * dim * (H + 2 * Hkv) * hd + 2 * H * hd * dim  # q, k, v and o projections
+    if c.n_experts:
+        per_token += 2 * dim * c.n_experts + c.top_k * 3 * 2 * dim * c.hidden_dim
+    else:
+        per_token += 3 * 2 * dim * c.hidden_dim
+    total = 0
+    for call in log:
+        for row in call.rows:
+            T, L = len(row.tokens), row.start + len(row.tokens)
+            total += c.n_layers * (T * per_token + 2 * 2 * H * hd * T * L)
+            total += T * 2 * dim * c.vocab_size  # the head
+    return total
+
+
+def naive_flops(model, specs: list[WorkloadRequest]) -> int:
+    """FLOPs of naive_serve's products: every step re-feeds the sequence, every expert runs."""
+    c = model.config
+    dim, hd, H, Hkv = c.dim, c.head_dim, c.n_heads, c.n_kv_heads
+    per_token = 2 * dim * (H + 2 * Hkv) * hd + 2 * H * hd * dim
+    per_token += 2 * dim * c.n_experts + c.n_experts * 3 * 2 * dim * c.hidden_dim
+    total = 0
+    for s in specs:
+        for L in range(len(s.prompt), len(s.prompt) + s.max_new_tokens):
+            total += c.n_layers * (L * per_token + 2 * 2 * H * hd * L * L)
+            total += L * 2 * dim * c.vocab_size
+    return total

@@ -1,0 +1,107 @@
+"""The serving kata: your solution. Read katas/serving/README.md first.
+
+Run the tests with `nox -s serving` (or `pytest katas/serving`).
+
+Build the engine from the other katas' parts: import your own solutions (`from
+katas.moe.solution import moe_forward`, ...) or the references (`from reference.moe import
+moe_forward`, ...). Every part may also be written here.
+
+The model (grading/model.py) is the shared tiny Llama; here it is a mixture of experts
+(`model.config.n_experts` experts, `model.config.top_k` per token, in every block's `mlp`). One
+step of the engine is one packed call that the engine feeds from its own KV memory:
+
+    model.forward_packed(rows, starts, attention, feed_forward=None) -> logits
+        rows:   B LongTensors [T_b] on the model's device, the tokens each row feeds
+        starts: B ints, the position of each row's first token (how many it has cached)
+        attention(layer, q, k, v) -> (N, n_heads, head_dim), called in every layer with the
+                packed q (N, n_heads, head_dim) and k, v (N, n_kv_heads, head_dim), RoPE applied
+                (N = sum of T_b, rows back to back): store k and v, then give each token causal
+                attention over its own sequence (its cached keys and the row's keys up to itself)
+        feed_forward(layer, x) -> (N, dim), optional: replaces the block's feed-forward (the
+                model's own runs every expert on every token)
+        logits: B tensors [T_b, vocab_size]; row b's next token is logits[b][-1].argmax()
+
+The clock is the batching kata's: time is counted in steps, every call of the target model is
+one step (a draft's calls for that step's proposals belong to it), and a step in which nothing
+can run passes idle. A request may be served only at steps >= its `arrival`. Decoding is
+greedy; each request's tokens must equal naive_serve's (decoding it alone).
+
+Bad input raises ValueError naming the argument:
+- an empty prompt, or prompt tokens that are not ints in 0..vocab_size - 1;
+- max_new_tokens < 1, or a negative arrival; two requests with the same id;
+- len(prompt) + max_new_tokens - 1 > max_seq_len of the model (or of the draft);
+- max_batch_size, kv_blocks, block_size or k < 1;
+- a request that cannot fit in kv_blocks even alone:
+  ceil((len(prompt) + max_new_tokens - 1) / block_size) > kv_blocks;
+- a draft whose vocab_size differs from the model's;
+- moe_feed_forward: x not [N, dim] with N >= 1, or not in the model's dtype.
+
+Every call is checked by the harness (README, "Rules every call follows"):
+- no argument tensor is changed in place;
+- the work is done with PyTorch on tensors (no NumPy, no DLPack, no .tolist() of a float tensor
+  over 256 elements);
+- answers are computed when asked, never remembered from earlier calls;
+- the code behaves the same whether or not it is measured;
+- decoding runs under torch.no_grad().
+"""
+
+from __future__ import annotations
+
+import torch
+
+from grading.naive import Completion, Request  # the batching kata's Request and Completion
+
+__all__ = ["Completion", "Request", "moe_feed_forward", "serve"]
+
+
+# Level 1: the model's mixture through grouped dispatch
+
+
+def moe_feed_forward(moe, x: torch.Tensor) -> torch.Tensor:
+    """The mixture `moe` (a block's `mlp`: `moe.gate`, `moe.experts`, `moe.top_k`) on x [N, dim].
+
+    Equal to `moe(x)`, the model's own forward (router logits x.float() @ gate.weight.float().T,
+    softmax, top_k experts in descending order, weights renormalised to sum to 1), but each
+    expert runs once, on the tokens routed to it, instead of every expert on every token. Each
+    expert is a SwiGLU: w2(silu(w1(x)) * w3(x)) with nn.Linear weights (w1.weight is [h, dim]).
+    The weighted sum is taken in float32 (float64 for float64). Returns [N, dim] in x's dtype.
+    """
+    # TODO(level 1): route, group the tokens by expert, run each expert once, combine
+    raise NotImplementedError("level 1: moe_feed_forward is not implemented yet")
+
+
+# Levels 2 and 3: the engine
+
+
+def serve(
+    model, requests, *, max_batch_size=32, kv_blocks=None, block_size=16, draft=None, k=4
+) -> list[Completion]:
+    """Answer `requests` with continuous batching over a paged KV cache, grouped experts and,
+    given a `draft` model, speculative decoding. Returns one Completion per request, in the
+    order of `requests`.
+
+    Level 2 (draft=None). Every step, one `model.forward_packed` call serves the running
+    requests (at most max_batch_size): each request's newest token, and the whole prompt of a
+    request that joins (its first token comes from that call). Requests leave in the step of
+    their last token; arrived requests join at once while there is room, so that with room
+    (max_batch_size >= the number of requests and kv_blocks=None) each request's first token
+    comes at its arrival step and one more every step after. The target reads every token at
+    most once per admission: prompt tokens and every new token but the last.
+    KV memory is paged: blocks of block_size tokens, a request with n tokens cached holding
+    ceil(n / block_size) of them; `kv_blocks` blocks in all (None: as many as needed). No call
+    may feed rows whose positions need more than kv_blocks blocks at once. When a running
+    request needs a block and none is free, preempt one (free its blocks; when it rejoins,
+    feed its prompt and the tokens it had generated again). Attention reads each request's keys
+    from its blocks; the mixture runs through grouped dispatch (level 1).
+
+    Level 3 (a draft model, same vocabulary). Each step, every running request gets
+    min(k, tokens it still needs - 1) proposals from the draft (greedy; the draft keeps its own
+    paged KV memory, with the same block tables), made by one batched draft call per proposal
+    position; then one target call verifies every running request's proposals at once (its
+    pending tokens followed by its proposals). A request keeps the longest prefix of proposals
+    that match the target's own greedy choices, plus the target's next token; both models roll
+    their caches back to the committed tokens.
+    """
+    # TODO(level 2): a paged KV pool, a scheduler, one forward_packed call per step
+    # TODO(level 3): draft proposals in batched calls, one verifying call, rollback
+    raise NotImplementedError("level 2: serve is not implemented yet")

@@ -1,0 +1,152 @@
+"""Level 2: the engine without a draft: exact, continuous, paged, and far cheaper than naive."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from grading.cost import count_flops
+from grading.errors import BadCall, assert_value_error
+from grading.naive import naive_serve
+from grading.workload import WorkloadRequest
+from katas.batching.cases import request_errors
+from katas.serving.cases import (
+    MAX_SEQ_LEN,
+    as_requests,
+    budgets,
+    chat_workload,
+    check_completions,
+    check_memory,
+    ideal_flops,
+    ideal_tokens,
+    naive_flops,
+    run,
+    target,
+    workloads,
+)
+
+BATCH_SIZES = st.sampled_from([1, 2, 3, 5, 32])
+
+
+def busy_steps(completions) -> int:
+    """Steps in which some request was between its arrival and its last token."""
+    return len({t for c in completions for t in range(c.arrival, c.finished + 1)})
+
+
+@given(data=st.data(), specs=workloads(max_requests=8, max_new=12), batch=BATCH_SIZES)
+def test_serve_tokens_equal_naive_serve_within_every_budget(impl, data, specs, batch):
+    block_size, kv_blocks = data.draw(budgets(specs), label="block_size, kv_blocks")
+    model = target()
+    out, log = run(
+        impl.serve, model, as_requests(impl, specs),
+        max_batch_size=batch, kv_blocks=kv_blocks, block_size=block_size,
+    )  # fmt: skip
+    check_completions(out, specs)
+    check_memory(log, batch, kv_blocks, block_size)
+
+
+@given(specs=workloads(max_requests=8, max_new=12))
+def test_with_room_each_request_starts_at_arrival_and_gains_a_token_every_step(impl, specs):
+    """max_batch_size >= the requests and no block limit: nobody ever waits."""
+    model = target()
+    out, log = run(impl.serve, model, as_requests(impl, specs), max_batch_size=len(specs))
+    check_completions(out, specs)
+    for got, spec in zip(out, specs, strict=True):
+        want = (spec.arrival, spec.arrival + spec.max_new_tokens - 1)
+        assert (got.first_token, got.finished) == want, (
+            f"request {spec.id} (arrival {spec.arrival}, max_new_tokens {spec.max_new_tokens}): "
+            f"expected (first_token, finished) = {want}, got {(got.first_token, got.finished)}. "
+            "With room in the batch a request joins the call of its arrival step, whose output "
+            "is its first token, then gains one token per step: no waiting for a batch to end"
+        )
+    fed = sum(len(row.tokens) for call in log for row in call.rows)
+    assert fed == ideal_tokens(specs), (
+        f"the target read {fed} tokens; every prompt token and every new token but the last, "
+        f"once each, make {ideal_tokens(specs)}. More means recomputation, or a finished "
+        "request kept running"
+    )
+    assert len(log) == busy_steps(out), (
+        f"{len(log)} target calls for {busy_steps(out)} busy steps: one packed call per step, "
+        "every running request in it"
+    )
+
+
+def test_a_request_may_fill_the_whole_context(impl):
+    specs = [
+        WorkloadRequest(1, [5] * MAX_SEQ_LEN, 1, 0),
+        WorkloadRequest(2, [6] * (MAX_SEQ_LEN - 3), 4, 0),
+    ]
+    out, log = run(impl.serve, target(), as_requests(impl, specs), kv_blocks=3, block_size=16)
+    check_completions(out, specs)
+    check_memory(log, 32, 3, 16)
+
+
+def test_serve_matches_naive_serve_on_a_chat_workload(impl):
+    """The same completions as naive_serve in tokens, on the shipped chat-like workload."""
+    specs = chat_workload(24, seed=1)
+    naive = naive_serve(target(), as_requests(impl, specs))
+    out, log = run(impl.serve, target(), as_requests(impl, specs), max_batch_size=8, kv_blocks=12)
+    check_completions(out, specs)
+    check_memory(log, 8, 12, 16)
+    for got, want in zip(out, naive, strict=True):
+        assert list(got.tokens) == want.tokens, f"request {want.id}: tokens differ from naive_serve"
+
+
+def test_serve_is_ten_times_cheaper_than_naive(impl, figures):
+    """Deterministic counts: at least 10x fewer FLOPs and 10x fewer model calls than naive."""
+    specs = chat_workload()
+    model = target()
+    out, log = run(impl.serve, model, as_requests(impl, specs))
+    check_completions(out, specs)
+    calls = len(model.calls)
+    _, flops = count_flops(impl.serve, model, as_requests(impl, specs))
+    naive_calls = sum(s.max_new_tokens for s in specs)
+    naive = naive_flops(model, specs)
+    figures.record("naive FLOPs / serve FLOPs", naive / flops, "x", requests=len(specs))
+    figures.record("naive calls / serve calls", naive_calls / calls, "x", requests=len(specs))
+    assert 10 * flops <= naive, (
+        f"serve spent {flops:,} FLOPs on {len(specs)} requests; naive_serve needs {naive:,}: "
+        f"only {naive / flops:.1f}x fewer, 10x expected. A KV cache, batching and grouped "
+        "experts each cut the work"
+    )
+    assert 10 * calls <= naive_calls, (
+        f"serve made {calls} model calls; naive_serve makes {naive_calls} (one per token): only "
+        f"{naive_calls / calls:.1f}x fewer, 10x expected. Serve every running request in one "
+        "call per step"
+    )
+
+
+@given(specs=workloads(max_requests=6, max_new=10), batch=BATCH_SIZES)
+def test_serve_flops_within_the_ideal(impl, specs, batch):
+    """FLOPs at most 1.25x the products the logged calls need with grouped experts and causal
+    attention over each row's own keys."""
+    model = target()
+    out, log = run(impl.serve, model, as_requests(impl, specs), max_batch_size=batch)
+    check_completions(out, specs)
+    _, flops = count_flops(impl.serve, model, as_requests(impl, specs), max_batch_size=batch)
+    ideal = ideal_flops(model, log)
+    assert flops <= 1.25 * ideal, (
+        f"serve spent {flops:,} FLOPs; the calls it made need {ideal:,} with grouped experts "
+        f"({model.config.top_k} of {model.config.n_experts} per token) and each row attending "
+        f"only to its own keys: {flops / ideal:.2f}x. Usually every expert on every token, or "
+        "attention over the whole pool or a padded batch"
+    )
+
+
+BAD_CALLS = request_errors(
+    "serve(model, requests)", lambda impl, requests: impl.serve(target(), requests)
+) + [
+    BadCall(f"serve(model, requests, {arg}=0)", f"{arg} below 1",
+            lambda impl, arg=arg: impl.serve(target(), [impl.Request(1, [3], 1)], **{arg: 0}))
+    for arg in ("max_batch_size", "kv_blocks", "block_size", "k")
+] + [
+    BadCall("serve(model, [prompt of 20 + 13 new], kv_blocks=1, block_size=16)",
+            "a request that needs 2 blocks even alone",
+            lambda impl: impl.serve(target(), [impl.Request(1, [3] * 20, 13)], kv_blocks=1)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("bad", BAD_CALLS, ids=str)
+def test_serve_bad_input_raises_value_error(impl, bad):
+    assert_value_error(bad, impl)
