@@ -61,8 +61,9 @@ def environment(seed: int) -> dict:
 
 def submissions_in(path: Path, kata: str | None) -> tuple[dict[str, dict[str, Path]], bool]:
     """({submission name: {kata: file}}, whether PATH is a class). A kata without a file is
-    absent from the inner dict."""
-    katas = [kata] if kata else kata_names()
+    absent from the inner dict. A folder's files for every kata are listed, even with `kata`:
+    the graded kata may build on the others (see make_sandbox)."""
+    katas = kata_names()
     if path.is_file():
         if kata is None:
             raise SystemExit(f"{path} is a single file: say which kata it solves with --kata")
@@ -99,14 +100,18 @@ def kata_report(run: KataRun | None) -> dict:
     )
 
 
-def grade_one(kata: str, file: Path | None, *, seed: int, timeout: float, examples: int) -> dict:
-    """One kata of one submission, in a sandbox of its own."""
+def grade_one(
+    kata: str, file: Path | None, *, seed: int, timeout: float, examples: int,
+    parts: dict[str, Path] | None = None,
+) -> dict:  # fmt: skip
+    """One kata of one submission, in a sandbox of its own, with the submission's other katas
+    (`parts`) in place of the stubs."""
     if file is None:
         return kata_report(None)
     with tempfile.TemporaryDirectory(prefix=f"grade-{kata}-") as tmp:
         run = run_kata(
             kata, file, Path(tmp) / "run", seed=seed, timeout=timeout,
-            test_timeout=min(TEST_TIMEOUT, timeout), examples=examples,
+            test_timeout=min(TEST_TIMEOUT, timeout), examples=examples, parts=parts,
         )  # fmt: skip
     return kata_report(run)
 
@@ -125,7 +130,7 @@ def grade_all(
         futures = {
             pool.submit(
                 grade_one, kata, submissions[name].get(kata), seed=seed, timeout=timeout,
-                examples=examples,
+                examples=examples, parts=submissions[name],
             ): (name, kata)
             for name, kata in work
         }  # fmt: skip

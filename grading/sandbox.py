@@ -61,13 +61,23 @@ def copy_repository(root: Path, repo: Path = REPO_ROOT) -> Path:
     return root
 
 
-def make_sandbox(root: Path, kata: str, submission: Path, repo: Path = REPO_ROOT) -> Path:
-    """A private copy of what the tests need, with the submission as `submission/<kata>.py`."""
+def make_sandbox(
+    root: Path, kata: str, submission: Path, repo: Path = REPO_ROOT, parts: dict | None = None
+) -> Path:
+    """A private copy of what the tests need, with the submission as `submission/<kata>.py`.
+
+    `parts` ({kata: file}) are the submission's files for other katas: each replaces that kata's
+    `solution.py` in the copy, so a submission that imports `katas.<other>.solution` (the serving
+    engine builds on the other katas) runs on its own parts.
+    """
     copy_repository(root, repo)
     (root / "reference" / f"{kata}.py").unlink(missing_ok=True)
     for folder in ("submission", "home", "tmp"):
         (root / folder).mkdir()
     shutil.copy2(submission, root / "submission" / f"{kata}.py")
+    for other, file in (parts or {}).items():
+        if other != kata and (root / "katas" / other / "solution.py").is_file():
+            shutil.copy2(file, root / "katas" / other / "solution.py")
     return root
 
 
@@ -88,9 +98,11 @@ def run_kata(
     test_timeout: float,
     examples: int = 60,
     select: str | None = None,
+    parts: dict | None = None,
 ) -> KataRun:
-    """Grade `submission` (one .py file) on `kata` in `workdir`, which must not exist yet."""
-    sandbox = make_sandbox(workdir / "sandbox", kata, submission)
+    """Grade `submission` (one .py file) on `kata` in `workdir`, which must not exist yet;
+    `parts`: the submission's files for other katas (see make_sandbox)."""
+    sandbox = make_sandbox(workdir / "sandbox", kata, submission, parts=parts)
     results, log = workdir / "results.jsonl", workdir / "output.log"
     env = {k: v for k, v in os.environ.items() if k != "CI" and not k.startswith("KATAS_")}
     env.update(

@@ -163,3 +163,24 @@ def test_a_single_file_needs_its_kata(tmp_path):
     shutil.copy(REPO_ROOT / "reference" / f"{KATA}.py", path)
     done = grade(str(path), "--out", str(tmp_path / "out"))
     assert done.returncode != 0 and "--kata" in done.stderr
+
+
+def test_a_submission_runs_on_its_own_parts(tmp_path):
+    """A submission's files for other katas replace their stubs in the graded kata's sandbox,
+    so an engine that imports `katas.moe.solution` is judged with the student's own MoE."""
+    from grading.grade import submissions_in
+    from grading.sandbox import make_sandbox
+
+    student = tmp_path / "alice"
+    student.mkdir()
+    (student / "serving.py").write_text("from katas.moe.solution import route\n")
+    (student / "moe.py").write_text("def route(logits, k):\n    return 'alice'\n")
+    submissions, _ = submissions_in(student, "serving")
+    parts = submissions["alice"]
+    assert set(parts) == {"serving", "moe"}
+    box = make_sandbox(tmp_path / "box", "serving", parts["serving"], parts=parts)
+    assert (box / "katas" / "moe" / "solution.py").read_text() == (student / "moe.py").read_text()
+    assert not (box / "reference" / "serving.py").exists()
+    assert (box / "katas" / "kv_cache" / "solution.py").read_text() == (
+        KATAS_DIR / "kv_cache" / "solution.py"
+    ).read_text()
