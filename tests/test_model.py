@@ -164,3 +164,64 @@ def test_forward_batch_rejects_bad_rows():
             model.forward_batch(rows, caches)
         assert c.seq_len == 0, f"{what}: a refused call must leave the cache alone"
     assert model.batch_log == []
+
+
+def test_the_mixture_variant_routes_each_token_to_top_k_experts():
+    model = make_model(0, torch.float64, n_experts=8, top_k=2)
+    moe = model.blocks[0].mlp
+    assert len(moe.experts) == 8 and moe.top_k == 2
+    x = torch.randn(5, model.config.dim, generator=torch.Generator().manual_seed(0)).double()
+    weights, experts = moe.route(x)
+    assert weights.dtype == torch.float32 and torch.allclose(weights.sum(-1), torch.ones(5))
+    assert (weights[:, 0] >= weights[:, 1]).all() and (experts[:, 0] != experts[:, 1]).all()
+    with torch.no_grad():
+        want = sum(
+            weights[:, r, None].double() * torch.stack([moe.experts[e](x[t]) for t, e in
+                                                         enumerate(experts[:, r].tolist())])
+            for r in range(2)
+        )  # fmt: skip
+        assert torch.allclose(moe(x), want, atol=1e-12)
+        cache = ConcatCache(model.config.n_layers)
+        ids = prompt(1, 12)
+        full = model(ids)
+        step = torch.cat([model(ids[:, :7], cache), model(ids[:, 7:], cache)], dim=1)
+        assert torch.allclose(full, step, atol=1e-10)
+    with pytest.raises(ValueError, match="top_k"):
+        make_model(0, n_experts=2, top_k=3)
+
+
+def test_forward_packed_equals_forward_batch_with_the_callers_memory():
+    """An engine that keeps k and v itself, through `attention`, gets forward_batch's logits."""
+    model = make_model(0, torch.float64, n_experts=4, top_k=2)
+    rows = [prompt(1, 5, seed=2)[0], prompt(1, 3, seed=3)[0]]
+    caches = [SequenceCache(model.config) for _ in rows]
+    memory = [ConcatCache(model.config.n_layers) for _ in rows]
+    with torch.no_grad():
+        want = model.forward_batch(rows, caches)
+        starts = [0, 0]
+        lengths = [len(r) for r in rows]
+
+        def attention(layer, q, k, v):  # q (N, H, hd); k, v (N, Hkv, hd)
+            outs = []
+            for q_b, k_b, v_b, m in zip(q.split(lengths), k.split(lengths), v.split(lengths),
+                                        memory, strict=True):  # fmt: skip
+                # (T_b, Hkv, hd) -> (1, Hkv, T_b, hd), the cache contract's layout
+                kv = [t.transpose(0, 1)[None] for t in (k_b, v_b)]
+                k_all, v_all = m.update(layer, *kv)
+                group = q.shape[1] // k.shape[1]
+                k_all, v_all = (t[0].repeat_interleave(group, 0) for t in (k_all, v_all))
+                s = q_b.transpose(0, 1) @ k_all.transpose(1, 2) / q.shape[-1] ** 0.5
+                s = s.masked_fill(~torch.ones(s.shape[1:], dtype=torch.bool).tril(), -torch.inf)
+                outs.append((s.softmax(-1) @ v_all).transpose(0, 1))
+            return torch.cat(outs)
+
+        got = model.forward_packed(rows, starts, attention)
+    for g, w in zip(got, want, strict=True):
+        assert torch.allclose(g, w, atol=1e-10)
+    assert model.batch_log[-1].rows[0].cache is None and model.calls[-1].batch == 2
+    with pytest.raises(ValueError, match="attention"):
+        model.forward_packed(rows, starts, lambda layer, q, k, v: q[:1])
+    with pytest.raises(ValueError, match="feed_forward"):
+        model.forward_packed(rows, starts, attention, lambda layer, x: x[:, :3])
+    with pytest.raises(ValueError, match="starts"):
+        model.forward_packed(rows, [0], attention)
