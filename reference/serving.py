@@ -50,7 +50,7 @@ def moe_feed_forward(moe, x: torch.Tensor) -> torch.Tensor:
         got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
         raise ValueError(f"x: expected a tensor [N, dim] = [N >= 1, {d}], got {got}")
     if x.dtype != moe.gate.weight.dtype:
-        raise ValueError(f"x: expected the model's dtype {moe.gate.weight.dtype}, got {x.dtype}")
+        raise ValueError(f"x: expected the mixture's dtype {moe.gate.weight.dtype}, got {x.dtype}")
     return moe_forward(x, *_expert_weights(moe), moe.top_k)
 
 

@@ -30,11 +30,11 @@ Bad input raises ValueError naming the argument:
 - an empty prompt, or prompt tokens that are not ints in 0..vocab_size - 1;
 - max_new_tokens < 1, or a negative arrival; two requests with the same id;
 - len(prompt) + max_new_tokens - 1 > max_seq_len of the model (or of the draft);
-- max_batch_size, kv_blocks, block_size or k < 1;
+- max_batch_size, kv_blocks, block_size or k < 1 (k even without a draft);
 - a request that cannot fit in kv_blocks even alone:
   ceil((len(prompt) + max_new_tokens - 1) / block_size) > kv_blocks;
 - a draft whose vocab_size differs from the model's;
-- moe_feed_forward: x not [N, dim] with N >= 1, or not in the model's dtype.
+- moe_feed_forward: x not [N, dim] with N >= 1, or not in the dtype of the mixture's weights.
 
 Every call is checked by the harness (README, "Rules every call follows"):
 - no argument tensor is changed in place;
@@ -91,16 +91,18 @@ def serve(
     ceil(n / block_size) of them; `kv_blocks` blocks in all (None: as many as needed). No call
     may feed rows whose positions need more than kv_blocks blocks at once. When a running
     request needs a block and none is free, preempt one (free its blocks; when it rejoins,
-    feed its prompt and the tokens it had generated again). Attention reads each request's keys
-    from its blocks; the mixture runs through grouped dispatch (level 1).
+    feed its prompt and the tokens it had generated again; its tokens and first_token stay).
+    Attention reads each request's keys from its blocks; the mixture runs through grouped
+    dispatch (level 1).
 
     Level 3 (a draft model, same vocabulary). Each step, every running request gets
     min(k, tokens it still needs - 1) proposals from the draft (greedy; the draft keeps its own
     paged KV memory, with the same block tables), made by one batched draft call per proposal
-    position; then one target call verifies every running request's proposals at once (its
-    pending tokens followed by its proposals). A request keeps the longest prefix of proposals
-    that match the target's own greedy choices, plus the target's next token; both models roll
-    their caches back to the committed tokens.
+    position (a draft that is a mixture runs its experts grouped too); then one target call
+    verifies every running request's proposals at once (its pending tokens followed by its
+    proposals; they count towards its blocks). A request keeps the longest prefix of proposals
+    that match the target's own greedy choices, plus the target's next token; the target's
+    cache rolls back to the first len(tokens) - 1 committed tokens, the draft's to at most that.
     """
     # TODO(level 2): a paged KV pool, a scheduler, one forward_packed call per step
     # TODO(level 3): draft proposals in batched calls, one verifying call, rollback
