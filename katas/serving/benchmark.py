@@ -27,15 +27,16 @@ no training. The weights are random, so the draft agrees with the target far les
 trained draft would; the acceptance rate is measured and printed, and a low one shows what
 speculation costs when the draft guesses badly.
 
-Timing: `time.perf_counter`, the median of --repeats runs of the whole workload. naive_serve is
-slow (one call per token, each re-feeding the whole sequence), so it and the other variants that
-serve one request at a time (max_batch_size=1) are run on the first few requests only; tokens/s
-is a rate, so the ratios stay fair. The counts beside the timings come
-from one more, untimed run of each variant under `torch.utils.flop_counter.FlopCounterMode`,
-normalised per generated token: FLOPs (target and draft), model calls (`model.calls`), tokens fed
-to the target, and the peak KV memory in use: the most blocks the rows of one target call need
-at once (a row at `start` feeding T tokens needs ceil((start + T) / block_size) blocks), read
-from `model.batch_log`, times the bytes of a block in the target's and the draft's layers.
+Timing: `time.perf_counter` (the GPU synchronised), the median of --repeats rounds, each round
+timing every variant once, all in one run. naive_serve is slow (one call per token, each
+re-feeding the whole sequence), so it and the other variants that serve one request at a time
+(max_batch_size=1) run on the first few requests only; tokens/s is a rate, so the ratios stay
+fair. The counts beside the timings come from one more, untimed run of each variant under
+`torch.utils.flop_counter.FlopCounterMode`, per generated token: FLOPs (target and draft), model
+calls (`model.calls`), tokens fed to the target, and the peak KV memory in use: the most blocks
+the rows of one target call need at once (a row at `start` feeding T tokens needs
+ceil((start + T) / block_size) blocks), read from `model.batch_log`, times the bytes of a block
+in the target's and the draft's layers. The draft's acceptance rate comes from the same logs.
 
 Writes `serving_<device>.md` (the table, the command, the machine) and `serving_<device>.png` (the
 ratios, log scale) into --out.
@@ -76,7 +77,7 @@ GPU_MODEL = dict(
 # Arrivals at 2 per step against about 1 finishing per step (32 rows, outputs of about 34 tokens
 # on the CPU): after the first steps the batch is full and a queue waits.
 CPU_WORKLOAD = dict(rate=2.0, scale=0.1)
-GPU_WORKLOAD = dict(rate=2.0, scale=0.5)
+GPU_WORKLOAD = dict(rate=2.0, scale=0.25)
 SEED = 0
 MAX_BATCH = 32
 DRAFT_LAYERS = 1  # the early exit: the draft keeps the target's first block
@@ -152,14 +153,13 @@ def models(variant: Variant, model: TinyLlama, draft: TinyLlama):
     return wrap(model), wrap(draft) if variant.speculative else None
 
 
-def server(impl, variant: Variant, model: TinyLlama, draft: TinyLlama, k: int = K):
-    """requests -> completions, as `variant` serves them."""
-    target, proposer = models(variant, model, draft)
+def server(impl, variant: Variant, target: nn.Module, draft: nn.Module | None, k: int = K):
+    """requests -> completions, as `variant` serves them with `models(variant, ...)`."""
     if not variant.engine:
-        return lambda requests: naive_serve(model, requests)
+        return lambda requests: naive_serve(target, requests)
     options = dict(max_batch_size=variant.batch)
-    if proposer is not None:
-        options.update(draft=proposer, k=k)
+    if draft is not None:
+        options.update(draft=draft, k=k)
     return lambda requests: impl.serve(target, requests, **options)
 
 
@@ -244,18 +244,15 @@ def count(serve, requests: list, target, draft, block_size: int = 16) -> tuple[l
     )
 
 
-def seconds(run: Callable[[], object], repeats: int, device: str) -> float:
-    """Median wall-clock seconds of `run()` over `repeats` runs (the GPU synchronised)."""
-    times = []
-    for _ in range(repeats):
-        if device == "cuda":
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        run()
-        if device == "cuda":
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+def seconds(run: Callable[[], object], device: str) -> float:
+    """Wall-clock seconds of `run()` (the GPU synchronised)."""
+    if device == "cuda":
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    run()
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - start
 
 
 def acceptance(counts: Counts) -> float:
@@ -278,15 +275,16 @@ def run_all(impl, model, draft, requests, repeats: int, device: str) -> list[Res
     runs = []
     for variant in VARIANTS:
         subset = requests[:ALONE_REQUESTS] if variant.alone else requests
-        serve = server(impl, variant, model, draft)
-        completions, counts = count(serve, subset, *models(variant, model, draft))
+        target, proposer = models(variant, model, draft)
+        serve = server(impl, variant, target, proposer)
+        completions, counts = count(serve, subset, target, proposer)
         runs.append((variant, serve, subset, counts, [c.tokens for c in completions], []))
         print(f"counted {variant.name:32} {len(subset):4} requests", flush=True)
-    for round in range(repeats):
+    for i in range(repeats):
         for variant, serve, subset, counts, _, times in runs:
-            times.append(seconds(lambda serve=serve, subset=subset: serve(subset), 1, device))
+            times.append(seconds(lambda serve=serve, subset=subset: serve(subset), device))
             print(
-                f"round {round + 1}/{repeats} {variant.name:32} {times[-1]:8.2f} s "
+                f"round {i + 1}/{repeats} {variant.name:32} {times[-1]:8.2f} s "
                 f"{counts.generated / times[-1]:9.1f} tokens/s",
                 flush=True,
             )
@@ -323,11 +321,18 @@ def table_rows(results: list[Result], names: list[str]) -> list[str]:
     return rows
 
 
+def cpu_name() -> str:
+    cpuinfo = Path("/proc/cpuinfo")
+    lines = cpuinfo.read_text().splitlines() if cpuinfo.exists() else []
+    names = [line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")]
+    return names[0] if names else platform.processor() or platform.machine()
+
+
 def machine_summary(device: str) -> str:
     if device == "cuda":
         where = torch.cuda.get_device_name()
     else:
-        where = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
+        where = f"{cpu_name()}, {os.cpu_count()} cores"
     return (
         f"{where}; {platform.system()} {platform.release()}; torch {torch.__version__} "
         f"({torch.get_num_threads()} thread(s)); python {sys.version.split()[0]}"
@@ -398,6 +403,7 @@ def plot(results: list[Result], path: Path, device: str) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, NullFormatter
 
     naive = results[0].tokens_per_s
     names = [r.variant.name for r in results]
@@ -407,6 +413,9 @@ def plot(results: list[Result], path: Path, device: str) -> None:
     bars = ax.bar(range(len(results)), ratios, color=colours)
     ax.bar_label(bars, labels=[f"{x:.1f}×" for x in ratios])
     ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}×"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
     ax.set_xticks(range(len(results)), names, rotation=20, ha="right", fontsize=8)
     ax.set_ylabel("tokens/s ÷ naive_serve's (log scale)")
     ax.set_title(f"Serving ablation on the {device}: blue adds one technique at a time, "
