@@ -20,6 +20,9 @@ without a draft (paged KV cache, continuous batching, grouped experts) at least 
 
 from __future__ import annotations
 
+import functools
+from types import SimpleNamespace
+
 import pytest
 
 from grading.attention import bench
@@ -40,14 +43,23 @@ ALONE = 4  # requests served by the variants that take one at a time
 TARGET = 100.0
 
 
+def unguarded(fn):
+    """`fn` without the harness's counters: the guard observes every call whose arguments hold
+    no GPU tensor (serve's hold a model and requests), and the counters would be timed too."""
+    guard = getattr(fn, "__guard__", None)
+    return fn if guard is None else functools.partial(guard.unobserved, fn)
+
+
 def test_serving_tokens_per_second_on_the_gpu(impl, figures):
     model, draft, requests = shipped("cuda", REQUESTS, impl)
+    timed = SimpleNamespace(serve=unguarded(impl.serve))  # the guarded serve is counted once
     rate, tokens = {}, {}
     for variant in VARIANTS:
         subset = requests[:ALONE] if variant.alone else requests
         target, proposer = models(variant, model, draft)
         serve = server(impl, variant, target, proposer)
         completions, counts = count(serve, subset, target, proposer)
+        serve = server(timed, variant, target, proposer)
         tokens[variant] = [c.tokens for c in completions]
         assert [len(t) for t in tokens[variant]] == [r.max_new_tokens for r in subset], (
             f"{variant.name}: every request must get exactly max_new_tokens new tokens"
