@@ -435,7 +435,9 @@ def main(argv: list[str] | None = None) -> int:
         help="reference (default), solution (katas/serving/solution.py) or a path to a .py file",
     )  # fmt: skip
     parser.add_argument("--requests", type=int, default=200, help="requests in the workload")
-    parser.add_argument("--repeats", type=int, default=3, help="timed runs per variant")
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="timed rounds; each times every variant once"
+    )
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--out", type=Path, default=Path("results"), help="folder for the report")
     args = parser.parse_args(argv)
