@@ -95,9 +95,16 @@ def test_a_preempted_request_rejoins_with_every_token_it_had(impl):
     check_completions(out, specs)
     check_memory(log, 3, 6, 4)
     had = {s.id: -1 for s in specs}  # tokens generated at its last admission
-    for c, call in enumerate(log):
+    for c, call in enumerate(log):  # all arrive at 0 and nobody idles: call c is step c
         for row in (row for row in call.rows if row.start == 0):  # an admission
             spec = next(s for s in specs if s.prompt[0] == row.tokens[0])  # distinct firsts
+            got = next(o for o in out if o.id == spec.id)
+            if had[spec.id] < 0:
+                assert got.first_token == c, (
+                    f"request {spec.id} first joined in step {c}, whose call gave its first "
+                    f"token, but first_token is {got.first_token}: a preemption does not change "
+                    "when the first token came"
+                )
             g = len(row.tokens) - len(spec.prompt)
             want = spec.prompt + list(solo(tuple(spec.prompt), spec.max_new_tokens))[: max(g, 0)]
             assert list(row.tokens) == want, (
