@@ -22,6 +22,7 @@ from katas.serving.cases import (
     ideal_tokens,
     naive_flops,
     run,
+    solo,
     target,
     workloads,
 )
@@ -80,6 +81,49 @@ def test_a_request_may_fill_the_whole_context(impl):
     out, log = run(impl.serve, target(), as_requests(impl, specs), kv_blocks=3, block_size=16)
     check_completions(out, specs)
     check_memory(log, 32, 3, 16)
+
+
+def test_a_preempted_request_rejoins_with_every_token_it_had(impl):
+    """3 requests of 4 + 12 tokens cannot all grow in 6 blocks of 4. A request that is
+    preempted feeds its prompt and every token it had generated when it rejoins: no token is
+    decoded twice, so the calls hold one row per new token."""
+    specs = [WorkloadRequest(i + 1, [10 + i, 3, 3, 3], 12, 0) for i in range(3)]
+    out, log = run(
+        impl.serve, target(), as_requests(impl, specs), max_batch_size=3, kv_blocks=6,
+        block_size=4,
+    )  # fmt: skip
+    check_completions(out, specs)
+    check_memory(log, 3, 6, 4)
+    had = {s.id: -1 for s in specs}  # tokens generated at its last admission
+    for c, call in enumerate(log):  # all arrive at 0 and nobody idles: call c is step c
+        for row in (row for row in call.rows if row.start == 0):  # an admission
+            spec = next(s for s in specs if s.prompt[0] == row.tokens[0])  # distinct firsts
+            got = next(o for o in out if o.id == spec.id)
+            if had[spec.id] < 0:
+                assert got.first_token == c, (
+                    f"request {spec.id} first joined in step {c}, whose call gave its first "
+                    f"token, but first_token is {got.first_token}: a preemption does not change "
+                    "when the first token came"
+                )
+            g = len(row.tokens) - len(spec.prompt)
+            want = spec.prompt + list(solo(tuple(spec.prompt), spec.max_new_tokens))[: max(g, 0)]
+            assert list(row.tokens) == want, (
+                f"call {c} admits request {spec.id} with {list(row.tokens)}; expected its prompt "
+                f"followed by tokens it had generated: {want}"
+            )
+            assert g > had[spec.id], (
+                f"call {c} admits request {spec.id} with {g} tokens after its prompt; at its "
+                f"previous admission it had {had[spec.id]}. A request that rejoins after "
+                "preemption feeds its prompt and every token it had generated (each admission "
+                "earned it one at least), never its prompt alone"
+            )
+            had[spec.id] = g
+    rows = sum(len(call.rows) for call in log)
+    want_rows = sum(s.max_new_tokens for s in specs)
+    assert rows == want_rows, (
+        f"the calls fed {rows} rows for {want_rows} new tokens: each row gives its request one "
+        "new token, which it keeps through preemption. More rows: tokens decoded again"
+    )
 
 
 def test_serve_matches_naive_serve_on_a_chat_workload(impl):

@@ -20,6 +20,7 @@ from katas.serving.cases import (
     check_memory,
     draft,
     ideal_flops,
+    ideal_tokens,
     naive_flops,
     rounds,
     run,
@@ -81,6 +82,23 @@ def test_with_room_each_request_takes_the_rounds_its_draft_earns(impl, specs, k,
     assert draft_calls <= k * len(log), (
         f"{draft_calls} draft calls for {len(log)} steps with k={k}: at most one batched draft "
         "call per proposal position per step, every request's proposal in it"
+    )
+
+
+def test_the_draft_reads_each_committed_token_once(impl):
+    """With room: between rounds the draft keeps the keys of the committed tokens (its cache is
+    rolled back only past them), so it reads each prompt token and each kept token once, plus
+    the proposals it feeds back to itself: at most one token per draft row beyond those."""
+    specs, small = chat_workload(8, seed=3), draft("close")
+    out, _ = run(impl.serve, target(), as_requests(impl, specs), draft=small, k=3)
+    check_completions(out, specs)
+    rows = [row for call in small.batch_log for row in call.rows]
+    fed, most = sum(len(row.tokens) for row in rows), ideal_tokens(specs) + len(rows)
+    assert fed <= most, (
+        f"the draft read {fed} tokens in {len(rows)} rows; each prompt token and kept token once "
+        f"({ideal_tokens(specs)}) plus one proposal per row make at most {most}. More: the draft "
+        "re-reads tokens its cache already held (a rollback to 0 instead of to the committed "
+        "tokens, or no cache at all)"
     )
 
 

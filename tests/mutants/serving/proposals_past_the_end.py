@@ -1,0 +1,19 @@
+"""Bug: the draft always proposes k tokens, and the surplus is cut off after verification.
+
+Trimming the kept tokens to max_new_tokens keeps the answers right, so proposing a full k looks
+harmless; but near the end those proposals can never be kept, the target verifies them anyway,
+and they need KV blocks the request was never promised.
+"""
+
+CAUGHT_BY = ["test_speculative_serve_tokens_equal_naive_serve_within_every_budget"]
+EDITS = [
+    (
+        "        return 0 if self.draft is None else min(self.k, left - 1)",
+        "        return 0 if self.draft is None else self.k",
+    ),
+    (
+        "            seq.tokens += proposed[seq][:j] + [best[j]]\n",
+        "            left = seq.request.max_new_tokens - seq.generated\n"
+        "            seq.tokens += (proposed[seq][:j] + [best[j]])[:left]\n",
+    ),
+]
