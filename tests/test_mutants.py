@@ -25,7 +25,7 @@ MINIMUM = {
     "kv_cache": 40,
     "moe": 28,
     "speculative_decoding": 23,
-    "serving": 10,
+    "serving": 31,
 }
 DEFAULT_MINIMUM = 12
 

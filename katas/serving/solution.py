@@ -90,8 +90,9 @@ def serve(
     KV memory is paged: blocks of block_size tokens, a request with n tokens cached holding
     ceil(n / block_size) of them; `kv_blocks` blocks in all (None: as many as needed). No call
     may feed rows whose positions need more than kv_blocks blocks at once. When a running
-    request needs a block and none is free, preempt one (free its blocks; when it rejoins,
-    feed its prompt and the tokens it had generated again; its tokens and first_token stay).
+    request needs a block and none is free, preempt one (free its blocks; when it rejoins, its
+    row feeds its prompt and every token it had generated, and that call gives its next token;
+    its tokens and first_token stay).
     Attention reads each request's keys from its blocks; the mixture runs through grouped
     dispatch (level 1).
 
@@ -102,7 +103,8 @@ def serve(
     verifies every running request's proposals at once (its pending tokens followed by its
     proposals; they count towards its blocks). A request keeps the longest prefix of proposals
     that match the target's own greedy choices, plus the target's next token; the target's
-    cache rolls back to the first len(tokens) - 1 committed tokens, the draft's to at most that.
+    cache rolls back to the first len(tokens) - 1 committed tokens, the draft's to the committed
+    tokens it has read among those (only rejected proposals are dropped: no token re-read).
     """
     # TODO(level 2): a paged KV pool, a scheduler, one forward_packed call per step
     # TODO(level 3): draft proposals in batched calls, one verifying call, rollback
