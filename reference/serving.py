@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from grading.model import causal_mask
 from grading.naive import Completion, Request
 from reference.moe import moe_forward
 
@@ -132,10 +133,7 @@ def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         return flash_attention(q[None], k[None], v[None], causal=True)[0]
     wide = torch.promote_types(q.dtype, torch.float32)  # float32, or float64 for float64
     scores = (q.to(wide) @ k.to(wide).transpose(1, 2)) / math.sqrt(D)  # (H, T, L)
-    L = k.shape[1]
-    visible = torch.arange(L, device=q.device)[None, :] <= torch.arange(T, device=q.device)[
-        :, None
-    ] + (L - T)
+    visible = causal_mask(T, k.shape[1], q.device)  # (T, L), bottom-right aligned
     scores = scores.masked_fill(~visible, float("-inf"))
     return (scores.softmax(dim=-1) @ v.to(wide)).to(q.dtype)  # (H, T, hd)
 

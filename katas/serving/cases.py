@@ -118,6 +118,11 @@ def run(fn, model, requests, **kwargs):
 # Checks
 
 
+def busy_steps(completions) -> int:
+    """Steps in which some request was between its arrival and its last token."""
+    return len({t for c in completions for t in range(c.arrival, c.finished + 1)})
+
+
 def check_completions(completions, specs: list[WorkloadRequest]) -> None:
     """One Completion per request, in the order of `requests`, each with naive_serve's tokens."""
     assert isinstance(completions, list) and len(completions) == len(specs), (

@@ -15,6 +15,7 @@ from katas.serving.cases import (
     MAX_SEQ_LEN,
     as_requests,
     budgets,
+    busy_steps,
     chat_workload,
     check_completions,
     check_memory,
@@ -28,11 +29,6 @@ from katas.serving.cases import (
 )
 
 BATCH_SIZES = st.sampled_from([1, 2, 3, 5, 32])
-
-
-def busy_steps(completions) -> int:
-    """Steps in which some request was between its arrival and its last token."""
-    return len({t for c in completions for t in range(c.arrival, c.finished + 1)})
 
 
 @given(data=st.data(), specs=workloads(max_requests=8, max_new=12), batch=BATCH_SIZES)

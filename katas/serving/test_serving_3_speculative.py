@@ -15,6 +15,7 @@ from katas.serving.cases import (
     MAX_SEQ_LEN,
     as_requests,
     budgets,
+    busy_steps,
     chat_workload,
     check_completions,
     check_memory,
@@ -30,10 +31,6 @@ from katas.serving.cases import (
 
 BATCH_SIZES = st.sampled_from([1, 2, 3, 32])
 KS = st.sampled_from([1, 2, 3, 4, 7])
-
-
-def busy_steps(completions) -> int:
-    return len({t for c in completions for t in range(c.arrival, c.finished + 1)})
 
 
 @given(

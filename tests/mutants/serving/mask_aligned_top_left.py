@@ -5,4 +5,9 @@ keys the newest query must see all of them, and a decode step sees only the firs
 """
 
 CAUGHT_BY = ["test_with_room_each_request_starts_at_arrival_and_gains_a_token_every_step"]
-EDITS = [("    ] + (L - T)\n", "    ]\n")]
+EDITS = [
+    (
+        "visible = causal_mask(T, k.shape[1], q.device)",
+        "visible = torch.ones(T, k.shape[1], dtype=torch.bool, device=q.device).tril()",
+    )
+]
