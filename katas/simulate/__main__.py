@@ -38,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--export", type=Path, help="write SVG screenshots and a PNG, then exit")
     parser.add_argument(
         "--workload", choices=["customers", "poisson"], default="customers",
-        help="the batching screen's opening workload: the three customers, or random arrivals",
+        help="the batching screen's opening workload: the batching README's four customers, or "
+        "random arrivals",
     )  # fmt: skip
     parser.add_argument("--seed", type=int, default=0, help="the random workload's seed")
     args = parser.parse_args(argv)
@@ -47,8 +48,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.export:
         from katas.simulate.export import export
 
-        for path in export(impls, args.export, settings):
+        paths, problems = export(impls, args.export, settings)
+        for path in paths:
             print(path)
+        for problem in problems:  # e.g. a kata not done yet: its screen shows the message
+            print(f"{problem} (the picture shows this message)", file=sys.stderr)
         return 0
     from katas.simulate.app import SimulationApp
 

@@ -1,9 +1,10 @@
 """The terminal app: four screens over the scenes, driven from the keyboard (Textual).
 
 Every screen shows one run of the real implementations (scenes.py) and a clock: `n` steps it,
-space plays and pauses, `+`/`-` change the speed, `r` rewinds, `s` switches strategy. The
-characters carry the meaning too (█ decode, ▓ prefill, x waste, · empty), so the screens read the
-same without colour (Textual honours NO_COLOR).
+space plays and pauses, `+`/`-` change the speed, `r` rewinds, `s` switches strategy, ↑ ↓ PgUp
+PgDn scroll. The characters carry the meaning too (▓ prefill, █ decode, x waste, ░ waiting,
+! preempted, ≠ a wrong token, · empty), so the screens read the same without colour (Textual
+honours NO_COLOR). A screen computes its run when it is first shown.
 """
 
 from __future__ import annotations
@@ -16,20 +17,31 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.widgets import Footer, Header, Static, TabbedContent, TabPane
+from textual.screen import ModalScreen
+from textual.widgets import Footer, Static, TabbedContent, TabPane
 
 from katas.simulate import scenes
 
 PALETTE = ["#e4572e", "#4c9be8", "#f3a712", "#59a14f", "#b07aa1", "#ff9da7", "#9c755f"]
-GLYPH = {"prefill": "▓", "decode": "█", "waste": "x", "wait": "░", "empty": "·", "idle": " "}
-HELP = """Keys
-  n / →   one step            space   play / pause
-  + / -   faster / slower     r       back to step 0
-  s       next strategy       1-4     switch screen
-  batching and KV cache:  a/A arrival rate  b/B batch size  w/W max_wait  k/K KV blocks
-                          l   customers / random workload
-  speculative decoding:   a/A agreement α   k/K proposals per round
-  ?       this help           q       quit"""
+GLYPH = {"prefill": "▓", "decode": "█", "waste": "x", "stall": "░", "empty": "·", "idle": " "}
+WRONG = "bold #ffffff on #b00020"  # a token that differs from decoding the request alone
+PREEMPTED = "bold #000000 on #f3d312"
+LABEL = 20  # the width of a timeline row's label: "▶ continuous slot 0 "
+WINDOW = 30  # steps shown at once
+HELP = """\
+ n  →       one step              space   play / pause
+ +  -       faster / slower       r       back to step 0
+ s          next strategy         1 2 3 4 switch screen
+ ↑  ↓       scroll                PgUp PgDn  scroll a page
+ ?  Esc     close this help       q       quit
+
+ batching and KV cache
+   a A   arrival rate (random workload)   b B   batch size
+   w W   max_wait                         k K   KV pool blocks
+   l     the shop's customers / a random workload
+ speculative decoding
+   a A   α, how often the draft agrees    k K   proposals per round
+   c C   a draft call's cost, in target calls"""
 
 
 def colour(request: int | None) -> str:
@@ -40,11 +52,24 @@ def fmt(x: float) -> str:
     return "-" if math.isnan(x) else f"{x:.1f}"
 
 
+def ruler(label: str, first: int, last: int) -> Text:
+    """Step numbers over the timeline's columns (two characters a step), as many as fit."""
+    line, end = label.ljust(LABEL), LABEL
+    for step in range(first, last + 1):
+        at = LABEL + 2 * (step - first)
+        if at >= end + (step > first):
+            line = line.ljust(at) + str(step)
+            end = len(line)
+    return Text(line + "\n", style="bold")
+
+
 class Scene(Static):
     """One screen: a run, a clock over it, and how to draw the state at that clock."""
 
     step = 0
     error = ""  # why the implementation's last run failed, shown instead of crashing
+    notice = ""  # why the last key was refused
+    started = False
 
     def attempt(self, run, *args, **kwargs):
         """`run(*args, **kwargs)`, or None with `error` set when the implementation raises."""
@@ -55,6 +80,13 @@ class Scene(Static):
             return None
         self.error = ""
         return result
+
+    def problems(self) -> list[str]:
+        """What went wrong in this screen's runs, for a summary outside the terminal."""
+        return [self.error] if self.error else []
+
+    def rerun(self) -> None:
+        pass
 
     def steps(self) -> int:
         return 1
@@ -72,154 +104,205 @@ class Scene(Static):
         self.refresh_view()
 
     def adjust(self, key: str) -> bool:
-        """Apply a parameter key; True if it changed something (the run is redone)."""
+        """Apply a parameter key; True if it meant something here."""
         return False
 
     def switch(self) -> None:
         pass
 
     def refresh_view(self) -> None:
+        if not self.started:
+            self.started = True
+            self.rerun()
         self.update(self.view())
 
     def view(self):
         raise NotImplementedError
 
 
-class BatchingScene(Scene):
-    """The three strategies on one workload: slots as rows, steps left to right."""
+class SettingsScene(Scene):
+    """A screen over batching runs whose settings the keys change, refused before running when
+    they cannot run."""
 
     def __init__(self, impl, settings: scenes.Settings, oracle: scenes.Oracle, **kwargs) -> None:
         super().__init__(**kwargs)
         self.impl, self.settings, self.oracle = impl, settings, oracle
-        self.selected = 2  # continuous
-        self.rerun()
-
-    def rerun(self) -> None:
-        runs = self.attempt(
-            lambda: {
-                s: scenes.run_batching(self.impl, s, self.settings, self.oracle)
-                for s in scenes.STRATEGIES
-            }
-        )
-        self.runs = runs if runs is not None else getattr(self, "runs", {})
-        self.step = 0
-
-    def steps(self) -> int:
-        return max([1, *(run.steps for run in self.runs.values())])
 
     def adjust(self, key: str) -> bool:
-        if not scenes.adjust_settings(self.settings, key):
+        changed = scenes.adjust_settings(self.settings, key)
+        if changed is None:
             return False
-        self.rerun()
+        self.notice = scenes.refusal(changed)
+        if not self.notice:
+            self.settings = changed
+            self.rerun()
         self.refresh_view()
         return True
+
+    def header(self, with_wait: bool) -> Text:
+        text = Text(self.settings.describe(with_wait) + "\n", style="bold")
+        if self.notice:
+            text.append(f"refused, nothing ran: {self.notice}\n", style="bold red")
+        return text
+
+
+class BatchingScene(SettingsScene):
+    """The three strategies on one workload: slots and the queue as rows, steps left to right."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.selected = 2  # continuous
+        self.runs: dict = {}  # strategy -> BatchingRun, or the error its implementation raised
+
+    def rerun(self) -> None:
+        self.runs = {}
+        for strategy in scenes.STRATEGIES:
+            run = self.attempt(scenes.run_batching, self.impl, strategy, self.settings, self.oracle)
+            self.runs[strategy] = run if run is not None else self.error
+        self.error = ""
+        self.step = 0
+
+    def problems(self) -> list[str]:
+        return [f"{s}: {r}" for s, r in self.runs.items() if isinstance(r, str)]
+
+    def done_runs(self) -> dict[str, scenes.BatchingRun]:
+        return {s: r for s, r in self.runs.items() if not isinstance(r, str)}
+
+    def steps(self) -> int:
+        return max([1, *(run.steps for run in self.done_runs().values())])
 
     def switch(self) -> None:
         self.selected = (self.selected + 1) % len(scenes.STRATEGIES)
         self.refresh_view()
 
     def view(self):
-        s, width = self.settings, 30
-        first = max(0, self.step - width + 1)
-        text = Text()
-        text.append(
-            f"{s.workload} workload · batch size {s.batch_size} · max_wait {s.max_wait} · "
-            f"KV blocks {s.kv_blocks or '∞'} · rate {s.rate}/step · step {self.step}\n",
-            style="bold",
-        )
+        first = max(0, self.step - WINDOW + 1)
+        text = self.header(with_wait=True)
+        text.append_text(ruler(f"step {self.step}/{self.steps() - 1}", first, self.step))
         for i, (name, run) in enumerate(self.runs.items()):
-            marker = "▶ " if i == self.selected else "  "
-            text.append(f"{marker}{name}\n", style="bold" if i == self.selected else "")
-            for slot, row in enumerate(run.grid[:6]):
-                text.append(f"  slot {slot} ")
+            label = ("▶ " if i == self.selected else "  ") + name
+            style = "bold" if i == self.selected else ""
+            if isinstance(run, str):
+                text.append(f"{label}: ", style=style)
+                text.append(f"{run}\n", style="bold red")
+                continue
+            for slot, row in enumerate(run.grid[:8]):
+                text.append(f"{label if slot == 0 else '':<13}", style=style)
+                text.append(f"slot {slot} ")
                 for cell in row[first : self.step + 1]:
-                    glyph = GLYPH[cell.kind] * 2
-                    if cell.kind == "prefill":
-                        glyph = run.names[cell.request][0] + GLYPH["prefill"]
-                    style = colour(cell.request) if cell.kind != "empty" else "dim"
-                    if cell.request in run.wrong:
-                        style += " reverse"
-                    text.append(glyph, style=style)
+                    text.append(*self.cell(run, cell))
                 text.append("\n")
-        table = Table("strategy", "tokens/step", "TTFT", "p50", "p99", "waste", "done", "exact")
-        for name, run in self.runs.items():
+            if any(run.queue) or run.preempted:
+                text.append(f"{'':<13}queue  ")
+                for step in range(first, min(self.step, run.steps - 1) + 1):
+                    text.append(*self.waiting(run, step))
+                text.append("\n")
+        text.append(
+            "A▓ A's prefill  ██ decode  xx finished, slot held  D░ D waits in the queue\n"
+            "C! preempted, slot freed  ≠≠ a token unlike decoding it alone  ·· empty slot",
+            style="dim",
+        )
+        return Group(text, self.table())
+
+    @staticmethod
+    def cell(run: scenes.BatchingRun, cell: scenes.Cell) -> tuple[str, str]:
+        glyph = GLYPH[cell.kind] * 2
+        if cell.kind == "prefill":
+            glyph = run.names[cell.request][0] + GLYPH["prefill"]
+        if cell.wrong:
+            return glyph[0] + "≠" if cell.kind == "prefill" else "≠≠", WRONG
+        return glyph, colour(cell.request) if cell.kind != "empty" else "dim"
+
+    @staticmethod
+    def waiting(run: scenes.BatchingRun, step: int) -> tuple[str, str]:
+        """The queue row at one step: who was preempted then, or who is first in line."""
+        gone = [r for when, r in run.preempted if when == step]
+        if gone:
+            return run.names[gone[0]][0] + "!", PREEMPTED
+        if not run.queue[step]:
+            return "  ", ""
+        head = run.queue[step][0]
+        before = run.queue[step - 1][:1] if step > 0 else []
+        fresh = before != [head] or any(when == step - 1 for when, _ in run.preempted)
+        return (run.names[head][0] + "░" if fresh else "░░"), colour(head)
+
+    def table(self) -> Table:
+        table = Table(
+            "strategy", "tok/step", "TTFT*", "p50*", "p99*", "waste", "done", "queue", "open",
+            "exact", box=None, header_style="bold underline", pad_edge=False,
+            caption="*: of the requests finished so far · open: age of the oldest unfinished",
+            caption_justify="left",
+        )  # fmt: skip
+        for name, run in self.done_runs().items():
             c = run.counters(min(self.step, run.steps - 1))
-            exact = "yes" if not run.wrong else "NO: " + ",".join(run.names[r] for r in run.wrong)
+            wrong = ",".join(run.names[r] for r in sorted(run.wrong))
             table.add_row(
                 name, f"{c['tokens/step']:.2f}", fmt(c["ttft"]), fmt(c["p50"]), fmt(c["p99"]),
-                str(c["waste"]), f"{c['done']}/{len(run.completions)}", exact,
+                str(c["waste"]), f"{c['done']}/{len(run.completions)}", str(c["queued"]),
+                fmt(c["open"]), Text(f"NO ≠ {wrong}", style=WRONG) if wrong else "yes",
             )  # fmt: skip
-        if self.error:
-            text.append(f"refused: {self.error}\n", style="bold red")
-        legend = Text(
-            "A▓ prefill of A  █ decode  x slot held by a finished request  ░ waiting  · empty  "
-            "reversed: tokens differ from solo decoding",
-            "dim",
-        )
-        return Group(table, text, legend)  # the counters first: visible in 80 x 24
+        return table
 
 
-class KVScene(Scene):
-    """The paged pool under continuous batching, block by block, with its own workload."""
+class KVScene(SettingsScene):
+    """The paged pool under continuous batching, block by block, on a workload of its own."""
 
     def __init__(self, impl, kv_impl, settings, oracle: scenes.Oracle, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.impl, self.kv_impl, self.settings, self.oracle = impl, kv_impl, settings, oracle
-        self.frames, self.run = [], None
-        self.rerun()
+        super().__init__(impl, settings, oracle, **kwargs)
+        self.kv_impl, self.frames, self.run = kv_impl, [], None
 
     def rerun(self) -> None:
+        self.frames, self.run, self.step = [], None, 0
         run = self.attempt(scenes.run_batching, self.impl, "continuous", self.settings, self.oracle)
-        if run is None:
-            return
-        requests, _ = scenes.workload(self.impl, self.settings, 64, 64)
-        sizes = [len(r.prompt) + r.max_new_tokens - 1 for r in requests]
-        frames = self.attempt(scenes.replay_pool, self.kv_impl, run, sizes, self.settings)
-        if frames is not None:
-            self.run, self.frames, self.step = run, frames, 0
+        if run is not None:
+            frames = self.attempt(scenes.replay_pool, self.kv_impl, run, self.settings)
+            if frames is not None:
+                self.run, self.frames = run, frames
 
     def steps(self) -> int:
         return max(1, len(self.frames))
 
-    adjust = BatchingScene.adjust
-
     def view(self):
+        text = self.header(with_wait=False)
         if not self.frames:
-            return Text(f"nothing to show: {self.error or 'no calls'}", style="bold red")
+            return text + Text(f"nothing to show: {self.error or 'no calls'}", style="bold red")
         frame = self.frames[self.step]
-        text = Text(f"paged KV pool after step {self.step}: ", style="bold")
-        if self.error:
-            text = Text(f"refused: {self.error}\n", style="bold red") + text
         used = sum(o is not None for o in frame.owners)
+        text.append(f"paged KV pool after step {self.step}/{self.steps() - 1}: ", style="bold")
         text.append(f"{used}/{len(frame.owners)} blocks in use\n")
         for i, owner in enumerate(frame.owners):
             glyph = "·" if owner is None else self.run.names[owner][0]
             text.append(f" {glyph}", style=colour(owner) if owner is not None else "dim")
-            if i % 16 == 15:
+            if i % 16 == 15 or i == len(frame.owners) - 1:
                 text.append("\n")
-        text.append("\n\nblock tables\n", style="bold")
+        text.append("block tables\n", style="bold")
         for r, table in sorted(frame.tables.items()):
             text.append(f"  {self.run.names[r]:<3}", style=colour(r))
             text.append(f" {table}\n")
         text.append(
-            f"\nbytes in blocks {frame.used_bytes}   a contiguous cache of the same requests "
+            f"bytes in blocks {frame.used_bytes}   a contiguous cache of the same requests "
             f"{frame.contiguous_bytes}\n"
         )
-        gone = [self.run.names[r] for step, r in self.run.preempted if step <= self.step]
+        gone = [(when, r) for when, r in self.run.preempted if when <= self.step]
         if gone:
-            text.append(f"preempted (recomputed later): {', '.join(gone)}\n", style="bold yellow")
+            text.append("preempted (blocks freed, recomputed later): ", style="bold")
+            for when, r in gone:
+                text.append(f"{self.run.names[r]}! at step {when}", style=PREEMPTED)
+                text.append("  ")
+            text.append("\n")
         if frame.error:
             text.append(f"the pool refused: {frame.error}\n", style="bold red")
         return text
 
 
 class SpecScene(Scene):
-    """Rounds of speculative decoding: proposals, the first rejection, the target's token."""
+    """Rounds of speculative decoding: proposals, the first rejection, the target's token, and
+    what the rounds cost with the draft's calls counted."""
 
     def __init__(self, impl, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.impl, self.alpha, self.k = impl, 0.8, 4
-        self.rerun()
+        self.impl, self.alpha, self.k, self.cost = impl, 0.8, 4, scenes.DRAFT_COST
+        self.run = None
 
     def rerun(self) -> None:
         self.run = self.attempt(scenes.run_speculative, self.impl, self.alpha, self.k)
@@ -229,25 +312,38 @@ class SpecScene(Scene):
         return max(1, len(self.run.rounds)) if self.run else 1
 
     def adjust(self, key: str) -> bool:
-        changes = {"a": ("alpha", -0.1), "A": ("alpha", 0.1), "k": ("k", -1), "K": ("k", 1)}
+        changes = {
+            "a": ("alpha", -0.1), "A": ("alpha", 0.1), "k": ("k", -1), "K": ("k", 1),
+            "c": ("cost", -0.05), "C": ("cost", 0.05),
+        }  # fmt: skip
         if key not in changes:
             return False
         name, delta = changes[key]
         value = getattr(self, name) + delta
-        setattr(
-            self, name, round(min(1.0, max(0.0, value)), 1) if name == "alpha" else max(1, value)
-        )
-        self.rerun()
-        self.refresh_view()
+        limits = {"alpha": (0.0, 1.0), "k": (1, 16), "cost": (0.0, 1.0)}[name]
+        setattr(self, name, round(min(limits[1], max(limits[0], value)), 2))
+        if name == "cost":
+            self.refresh_view()  # the same run, costed again
+        else:
+            self.rerun()
+            self.refresh_view()
         return True
 
     def view(self):
         run = self.run
+        text = Text(
+            f"α {self.alpha} (draft agrees) · k {self.k} a round · "
+            f"a draft call costs {self.cost:.2f} target calls\n",
+            style="bold",
+        )
         if run is None:
-            return Text(f"speculative_decode failed: {self.error}", style="bold red")
-        text = Text(f"α = {self.alpha}  k = {self.k}  round {self.step + 1}/{len(run.rounds)}\n\n",
-                    style="bold")  # fmt: skip
-        for i, r in enumerate(run.rounds[: self.step + 1]):
+            return text + Text(f"speculative_decode failed: {self.error}", style="bold red")
+        rounds = run.rounds[: self.step + 1]
+        text.append_text(self.summary(rounds))
+        if not run.exact:
+            text.append("the output differs from the target's own greedy decoding!\n", WRONG)
+        text.append(f"round {self.step + 1}/{len(run.rounds)}, the latest last\n", style="bold")
+        for i, r in enumerate(rounds):
             text.append(f"round {i + 1:>2}: ")
             for j, token in enumerate(r.proposed):
                 if j < r.accepted:
@@ -256,21 +352,27 @@ class SpecScene(Scene):
                     text.append(f"{token:>3}✗", style="bold red")
                 else:
                     text.append(f"{token:>3} ", style="dim")
-            kind = "bonus" if r.accepted == len(r.proposed) else "fix"
-            text.append(f"  → {r.extra} ({kind})\n", style="bold blue")
-        rounds = run.rounds[: self.step + 1]
+            text.append(f" → {r.extra} ({r.kind})", style="bold blue")
+            text.append(f"  {r.draft_calls} draft calls\n", style="dim")
+        return text
+
+    def summary(self, rounds: list[scenes.Round]) -> Text:
+        """Tokens made against calls paid, the draft's calls at their cost ratio."""
         proposed = sum(len(r.proposed) for r in rounds)
         accepted = sum(r.accepted for r in rounds)
         made = sum(r.accepted + 1 for r in rounds)
+        drafts = sum(r.draft_calls for r in rounds)
+        spent = len(rounds) + self.cost * drafts
+        saved = 1 - spent / made
         rate = accepted / proposed if proposed else math.nan
-        text.append(
-            f"\naccepted {accepted}/{proposed} ({fmt(100 * rate)}%)   target calls {len(rounds)} "
-            f"for {made} tokens; plain decoding needs {made}: "
-            f"{fmt(100 * (1 - len(rounds) / made))}% saved\n"
+        verdict = f"{fmt(100 * saved)}% saved" if saved >= 0 else f"{fmt(-100 * saved)}% more"
+        return Text(
+            f"accepted {accepted}/{proposed} proposals ({fmt(100 * rate)}%), {made} tokens made\n"
+            f"cost: {len(rounds)} target + {drafts} draft × {self.cost:.2f} = {spent:.1f} target "
+            f"calls (plain: {made}): {verdict}\n"
+            "(a target call costs the same for 1 token or k + 1: memory-bound)\n",
+            style="bold",
         )
-        if not run.exact:
-            text.append("the output differs from the target's own greedy decoding!\n", "bold red")
-        return text
 
 
 class FlashScene(Scene):
@@ -278,7 +380,10 @@ class FlashScene(Scene):
 
     def __init__(self, impl, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.run = self.attempt(scenes.run_flash, impl)
+        self.impl, self.run = impl, None
+
+    def rerun(self) -> None:
+        self.run = self.attempt(scenes.run_flash, self.impl)
 
     def steps(self) -> int:
         return max(1, len(self.run.visited)) if self.run else 1
@@ -310,14 +415,44 @@ class FlashScene(Scene):
         return text
 
 
+class HelpScreen(ModalScreen):
+    """The keys, in a box wide enough for them (any key closes it)."""
+
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > Static { width: auto; height: auto; border: round $accent; padding: 0 1;
+                          background: $surface; }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text(HELP), id="help")
+
+    def on_key(self, event) -> None:
+        event.stop()
+        if event.key == "q":
+            self.app.exit()
+        self.dismiss()
+
+
 class SimulationApp(App):
     TITLE = "inference katas: the simulation"
+    ENABLE_COMMAND_PALETTE = False
+    CSS = """
+    TabbedContent, ContentSwitcher, TabPane { height: 1fr; }
+    TabPane { padding: 0; }
+    """
+    # Priority: the keys work whichever widget has the focus (the tabs take ← → otherwise).
     BINDINGS = [
         Binding("q", "quit", "quit"), Binding("question_mark", "help", "keys"),
-        Binding("n,right", "step", "step"), Binding("space", "play", "play/pause"),
+        Binding("n,right", "step", "step", key_display="n", priority=True),
+        Binding("space", "play", "play"),
         Binding("plus", "speed(2)", "faster", show=False),
         Binding("minus", "speed(0.5)", "slower", show=False),
         Binding("r", "rewind", "rewind"), Binding("s", "switch", "strategy"),
+        Binding("down", "scroll(1)", "scroll", key_display="↑↓ PgDn", priority=True),
+        Binding("up", "scroll(-1)", "scroll up", show=False, priority=True),
+        Binding("pagedown", "page(1)", "page down", show=False, priority=True),
+        Binding("pageup", "page(-1)", "page up", show=False, priority=True),
         *(Binding(str(i), f"show({i})", show=False) for i in range(1, 5)),
     ]  # fmt: skip
     SCREENS_IDS = ["batching", "kv", "spec", "flash"]
@@ -328,12 +463,10 @@ class SimulationApp(App):
         self.interval, self.timer = 0.5, None
 
     def compose(self) -> ComposeResult:
-        yield Header()
         oracle = scenes.Oracle()
         batching = BatchingScene(self.impls["batching"], self.settings, oracle, id="batching")
         kv = scenes.Settings(workload="poisson", rate=0.6, batch_size=4, kv_blocks=20)
         with TabbedContent(id="tabs"):
-            # Each screen scrolls: an 80 x 24 terminal shows the top, the rest a scroll away.
             with TabPane("1 batching", id="tab-batching"), VerticalScroll():
                 yield batching
             with TabPane("2 KV cache", id="tab-kv"), VerticalScroll():
@@ -345,13 +478,23 @@ class SimulationApp(App):
         yield Footer()
 
     def on_mount(self) -> None:
-        for scene in self.query(Scene):
+        self.scene.refresh_view()
+
+    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        for scene in event.pane.query(Scene):  # none while the app shuts down
             scene.refresh_view()
 
     @property
+    def active(self) -> str:
+        return self.query_one("#tabs", TabbedContent).active  # e.g. "tab-kv"
+
+    @property
     def scene(self) -> Scene:
-        active = self.query_one("#tabs", TabbedContent).active  # e.g. "tab-kv"
-        return self.query_one(f"#{active.removeprefix('tab-')}", Scene)
+        return self.query_one(f"#{self.active.removeprefix('tab-')}", Scene)
+
+    @property
+    def scroller(self) -> VerticalScroll:
+        return self.query_one(f"#{self.active} VerticalScroll", VerticalScroll)
 
     def action_step(self) -> None:
         self.scene.advance()
@@ -361,6 +504,15 @@ class SimulationApp(App):
 
     def action_switch(self) -> None:
         self.scene.switch()
+
+    def action_scroll(self, lines: int) -> None:
+        self.scroller.scroll_relative(y=lines, animate=False)
+
+    def action_page(self, direction: int) -> None:
+        if direction > 0:
+            self.scroller.scroll_page_down(animate=False)
+        else:
+            self.scroller.scroll_page_up(animate=False)
 
     def action_show(self, n: int) -> None:
         self.query_one("#tabs", TabbedContent).active = f"tab-{self.SCREENS_IDS[n - 1]}"
@@ -384,7 +536,11 @@ class SimulationApp(App):
             self.timer = self.set_interval(self.interval, self._tick)
 
     def action_help(self) -> None:
-        self.notify(HELP, title="keys", timeout=10)
+        self.push_screen(HelpScreen())
+
+    def problems(self) -> list[str]:
+        """What each screen's implementation raised, e.g. a kata not done yet."""
+        return [f"{scene.id}: {p}" for scene in self.query(Scene) for p in scene.problems()]
 
     def on_key(self, event) -> None:
         if event.character and self.scene.adjust(event.character):

@@ -2,14 +2,15 @@
 
 Nothing here is an animation of its own: each scene calls an implementation through its public
 API and reads back what it did (the shared model's log of batched calls, the calls a target model
-received, the key blocks an attention function read), so a wrong implementation shows its mistake.
+and its draft received, the key blocks an attention function read), so a wrong implementation
+shows its mistake.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -17,10 +18,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from grading.cost import largest_tensor
 from grading.model import greedy_generate_no_cache, make_model
 from grading.workload import poisson_workload
+from katas.batching.timeline import CUSTOMERS  # the batching README's sandwich shop
 
-# The background story's customers: (name, order, new tokens, arrival step).
-CUSTOMERS = [("A", "Hello", 2, 0), ("B", "How are you today?", 6, 0), ("C", "Hi", 1, 1)]
 STRATEGIES = ("static", "dynamic", "continuous")
+MODEL_LEN = 64  # the simulation model's max_seq_len
 
 
 def tokens_of(text: str, vocab: int) -> list[int]:
@@ -33,39 +34,99 @@ def tokens_of(text: str, vocab: int) -> list[int]:
 
 @dataclass
 class Settings:
-    """What the person can change on the batching and KV-cache screens."""
+    """What the person can change on the batching and KV-cache screens. The defaults are the
+    batching README's shop: its four customers, three stools, `max_wait` 0."""
 
     workload: str = "customers"  # or "poisson"
     rate: float = 0.5  # arrivals per step (poisson)
     n_requests: int = 10
     batch_size: int = 3
-    max_wait: int = 1
-    kv_blocks: int | None = None
+    max_wait: int = 0
+    kv_blocks: int | None = None  # None: as many as the requests need
     block_size: int = 4
     seed: int = 0
 
+    def describe(self, with_wait: bool = True) -> str:
+        if self.workload == "customers":
+            parts = [f"the shop's {len(CUSTOMERS)} customers"]
+        else:
+            parts = [f"{self.n_requests} random requests, {self.rate}/step, seed {self.seed}"]
+        parts.append(f"batch size {self.batch_size}")
+        if with_wait:
+            parts.append(f"max_wait {self.max_wait}")
+        pool = "∞" if self.kv_blocks is None else f"{self.kv_blocks} × {self.block_size} tokens"
+        return " · ".join([*parts, f"KV blocks {pool}"])
 
-def adjust_settings(s: Settings, key: str) -> bool:
-    """Apply one key of the batching and KV-cache screens; False if the key means nothing."""
+
+@dataclass(frozen=True)
+class Job:
+    """One request of a workload, before it is given to an implementation's `Request`."""
+
+    name: str
+    prompt: list[int]
+    max_new_tokens: int
+    arrival: int
+
+    @property
+    def length(self) -> int:
+        """The most tokens its cache ever holds (its last new token is never fed back)."""
+        return len(self.prompt) + self.max_new_tokens - 1
+
+
+def jobs(settings: Settings, vocab: int = 64) -> list[Job]:
+    """The requests of the chosen workload, each with a short name."""
+    if settings.workload == "customers":
+        return [
+            Job(name, tokens_of(name + text, vocab), new, arrival)
+            for name, text, new, arrival in CUSTOMERS
+        ]
+    drawn = poisson_workload(
+        settings.n_requests, rate=settings.rate, seed=settings.seed, vocab_size=vocab,
+        max_seq_len=MODEL_LEN, scale=0.05,
+    )  # fmt: skip
+    return [
+        Job(chr(ord("A") + i % 26), r.prompt, r.max_new_tokens, r.arrival)
+        for i, r in enumerate(drawn)
+    ]
+
+
+def refusal(settings: Settings) -> str:
+    """Why these settings cannot run (empty if they can): checked before anything runs."""
+    if settings.kv_blocks is None:
+        return ""
+    need = max(math.ceil(j.length / settings.block_size) for j in jobs(settings))
+    if settings.kv_blocks < need:
+        return (
+            f"a KV pool of {settings.kv_blocks} blocks is too small: the largest request needs "
+            f"{need} blocks of {settings.block_size} tokens"
+        )
+    return ""
+
+
+def adjust_settings(s: Settings, key: str) -> Settings | None:
+    """The settings after one key of the batching and KV-cache screens; None if the key means
+    nothing there."""
+    fitting = max(math.ceil(j.length / s.block_size) for j in jobs(s))  # the fewest that run
     changes = {
         "a": ("rate", round(max(0.1, s.rate - 0.1), 1)),
         "A": ("rate", round(min(3.0, s.rate + 0.1), 1)),
         "b": ("batch_size", max(1, s.batch_size - 1)), "B": ("batch_size", s.batch_size + 1),
         "w": ("max_wait", max(0, s.max_wait - 1)), "W": ("max_wait", s.max_wait + 1),
-        "k": ("kv_blocks", max(4, (s.kv_blocks or 24) - 2)),
-        "K": ("kv_blocks", (s.kv_blocks or 22) + 2),
+        "k": ("kv_blocks", (s.kv_blocks or fitting + 2) - 2),
+        "K": ("kv_blocks", (s.kv_blocks or fitting) + 2),
         "l": ("workload", "poisson" if s.workload == "customers" else "customers"),
     }  # fmt: skip
     if key not in changes:
-        return False
-    setattr(s, *changes[key])
-    return True
+        return None
+    name, value = changes[key]
+    return replace(s, **{name: value})
 
 
 @dataclass
 class Cell:
     request: int | None = None  # index into the workload; None: an empty slot
-    kind: str = "empty"  # prefill, decode, waste (held by a finished request), wait, empty, idle
+    kind: str = "empty"  # prefill, decode, waste (held by a finished request), stall, empty, idle
+    wrong: bool = False  # the token it produced differs from decoding the request alone
 
 
 @dataclass
@@ -74,21 +135,27 @@ class BatchingRun:
     names: list[str]  # one short name per request
     arrivals: list[int]
     grid: list[list[Cell]]  # [slot][step]
+    queue: list[list[int]]  # per step: the requests waiting for a slot, in arrival order
     produced: list[int]  # new tokens that came out at each step
     completions: list
     wrong: set[int]  # requests whose tokens differ from decoding them alone
     lengths: list[dict[int, int]]  # per step: request -> tokens cached after that step
-    preempted: list[tuple[int, int]]  # (step, request): a preempted request starting over
+    preempted: list[tuple[int, int]]  # (step, request): its slot and blocks freed at that step
 
     @property
     def steps(self) -> int:
         return len(self.produced)
 
     def counters(self, upto: int) -> dict[str, float]:
-        """Tokens per step, time to first token, latency percentiles and waste up to `upto`."""
+        """Tokens per step, time to first token, latency percentiles and waste up to `upto`.
+
+        TTFT and latency count the requests that got there by `upto` ("so far"); `open` is the
+        longest any arrived, unfinished request has been in by then.
+        """
         done = [c for c in self.completions if c.finished <= upto]
         first = [c.first_token - c.arrival + 1 for c in self.completions if c.first_token <= upto]
         latency = sorted(c.finished - c.arrival + 1 for c in done)
+        ages = [upto - c.arrival + 1 for c in self.completions if c.arrival <= upto < c.finished]
         return {
             "tokens/step": sum(self.produced[: upto + 1]) / (upto + 1),
             "ttft": statistics.fmean(first) if first else math.nan,
@@ -96,6 +163,8 @@ class BatchingRun:
             "p99": percentile(latency, 99),
             "waste": sum(row[s].kind == "waste" for row in self.grid for s in range(upto + 1)),
             "done": len(done),
+            "queued": len(self.queue[upto]) if self.queue else 0,
+            "open": max(ages, default=math.nan),
         }
 
 
@@ -106,42 +175,27 @@ def percentile(sorted_values: list[int], q: float) -> float:
     return float(sorted_values[index])
 
 
-def workload(impl, settings: Settings, vocab: int, max_len: int):
-    """The requests of the chosen workload, and a short name for each."""
-    if settings.workload == "customers":
-        requests = [
-            impl.Request(i, tokens_of(f"{name}: {order}", vocab), new, arrival)
-            for i, (name, order, new, arrival) in enumerate(CUSTOMERS)
-        ]
-        return requests, [name for name, *_ in CUSTOMERS]
-    drawn = poisson_workload(
-        settings.n_requests, rate=settings.rate, seed=settings.seed, vocab_size=vocab,
-        max_seq_len=max_len, scale=0.05,
-    )  # fmt: skip
-    requests = [impl.Request(r.id, r.prompt, r.max_new_tokens, r.arrival) for r in drawn]
-    return requests, [chr(ord("A") + i % 26) for i in range(len(requests))]
-
-
 class Oracle:
     """The model every batching scene runs, and each request's tokens decoded alone (memoised)."""
 
     def __init__(self) -> None:
-        self.model = make_model(0, torch.float64, max_seq_len=64)
+        self.model = make_model(0, torch.float64, max_seq_len=MODEL_LEN)
         self.memo: dict[tuple, list[int]] = {}
 
-    def solo_tokens(self, request) -> list[int]:
-        key = (tuple(request.prompt), request.max_new_tokens)
+    def solo_tokens(self, job: Job) -> list[int]:
+        key = (tuple(job.prompt), job.max_new_tokens)
         if key not in self.memo:
-            prompt = torch.tensor([request.prompt])
-            out = greedy_generate_no_cache(self.model, prompt, request.max_new_tokens)
-            self.memo[key] = out[0, len(request.prompt) :].tolist()
+            prompt = torch.tensor([job.prompt])
+            out = greedy_generate_no_cache(self.model, prompt, job.max_new_tokens)
+            self.memo[key] = out[0, len(job.prompt) :].tolist()
         return self.memo[key]
 
 
 def run_batching(impl, strategy: str, settings: Settings, oracle: Oracle) -> BatchingRun:
     """Run one strategy of the batching implementation and lay its calls out on the clock."""
     model = oracle.model
-    requests, names = workload(impl, settings, model.config.vocab_size, model.config.max_seq_len)
+    work = jobs(settings, model.config.vocab_size)
+    requests = [impl.Request(i, j.prompt, j.max_new_tokens, j.arrival) for i, j in enumerate(work)]
     model.batch_log.clear()
     if strategy == "static":
         out = impl.static_batching(model, requests, settings.batch_size)
@@ -152,66 +206,104 @@ def run_batching(impl, strategy: str, settings: Settings, oracle: Oracle) -> Bat
             model, requests, settings.batch_size, kv_blocks=settings.kv_blocks,
             block_size=settings.block_size,
         )  # fmt: skip
-    calls = list(model.batch_log)
-    expected = [oracle.solo_tokens(r) for r in requests]
-    wrong = {i for i, (c, e) in enumerate(zip(out, expected, strict=True)) if c.tokens != e}
-    return lay_out(strategy, requests, names, out, expected, calls, wrong, settings.batch_size)
+    expected = [oracle.solo_tokens(j) for j in work]
+    return lay_out(strategy, work, out, expected, list(model.batch_log), settings.batch_size)
 
 
-def lay_out(strategy, requests, names, out, expected, calls, wrong, slots) -> BatchingRun:
-    """Place each logged call on its step and each request in a slot (see the module doc)."""
-    full = [r.prompt + e for r, e in zip(requests, expected, strict=True)]
+def attribute(calls, work: list[Job], out) -> tuple[list[list[tuple[int, int, int]]], list]:
+    """Each call's rows as (request, start, tokens fed), and the (call, request) pairs where a
+    request came back into a new, empty cache after it had one: it was preempted."""
+    fed = [j.prompt + list(c.tokens) for j, c in zip(work, out, strict=True)]  # what it feeds
     owner: dict[int, int] = {}  # cache id -> request
-    rows_at, preempted, seen = [], [], set()
-    for call in calls:
+    has_cache: set[int] = set()
+    rows_at, readmitted = [], []
+    for index, call in enumerate(calls):
         rows = []
         for row in call.rows:
-            if row.start == 0:  # a new cache: whose prompt (and tokens so far) did it read?
-                match = [i for i, f in enumerate(full) if f[: len(row.tokens)] == list(row.tokens)]
-                fresh = [i for i in match if i not in owner.values()] or match
-                if fresh:
-                    if fresh[0] in seen:
-                        preempted.append((len(rows_at), fresh[0]))
-                    owner[row.cache] = fresh[0]
-                    seen.add(fresh[0])
+            if row.start == 0:  # a new cache: whose prompt (and tokens so far) does it read?
+                tokens = list(row.tokens)
+                match = [i for i, f in enumerate(fed) if f[: len(tokens)] == tokens]
+                match.sort(key=lambda i: (i in has_cache, work[i].arrival, i))
+                if match:
+                    if match[0] in has_cache:
+                        readmitted.append((index, match[0]))
+                    owner[row.cache] = match[0]
+                    has_cache.add(match[0])
             if row.cache in owner:
                 rows.append((owner[row.cache], row.start, len(row.tokens)))
         rows_at.append(rows)
-    # Each call's step: pinned where a token came out that the completions date; otherwise the
-    # step after the previous call (idle steps go just before the call that ends them).
+    return rows_at, readmitted
+
+
+def clock(rows_at, work: list[Job], out) -> list[int]:
+    """Each call's step: pinned where a token came out that the completions date; otherwise the
+    step after the previous call (idle steps go just before the call that ends them)."""
     steps, previous = [], -1
     for rows in rows_at:
         pinned = []
         for r, start, n in rows:
-            index = start + n - len(requests[r].prompt)  # the new token this row produced
+            index = start + n - len(work[r].prompt)  # the new token this row produced
             if index == 0:
                 pinned.append(out[r].first_token)
-            elif index == requests[r].max_new_tokens - 1:
+            elif index == work[r].max_new_tokens - 1:
                 pinned.append(out[r].finished)
         previous = max([previous + 1, *pinned])
         steps.append(previous)
-    preempted = [(steps[call], r) for call, r in preempted]  # when each came back
+    return steps
+
+
+def lay_out(strategy, work: list[Job], out, expected, calls, slots: int) -> BatchingRun:
+    """Place each logged call on its step, each running request in a slot and each waiting one
+    in the queue."""
+    rows_at, readmitted = attribute(calls, work, out)
+    steps = clock(rows_at, work, out)
     total = (steps[-1] + 1) if steps else 0
+    at_step = dict(zip(steps, rows_at, strict=True))
+    # A preempted request leaves at the first call after its last one with the old cache.
+    last_seen, preempted = {}, []
+    for index, rows in enumerate(rows_at):
+        for r, _, _ in rows:
+            if (index, r) in readmitted:
+                preempted.append((steps[last_seen[r] + 1], r))
+            last_seen[r] = index
+    wrong = {i for i, (c, e) in enumerate(zip(out, expected, strict=True)) if c.tokens != e}
     grid = [[Cell(kind="idle") for _ in range(total)] for _ in range(slots)]
+    queue: list[list[int]] = []
     produced, lengths = [0] * total, [dict() for _ in range(total)]
     slot_of: dict[int, int] = {}
-    for step, rows in zip(steps, rows_at, strict=True):
-        in_call = {r for r, _, _ in rows}
-        for r, start, n in rows:
+    for step in range(total):
+        for when, r in preempted:
+            if when == step:
+                slot_of.pop(r, None)
+        for r, start, n in at_step.get(step, []):
             if r not in slot_of:
                 free = [s for s in range(slots) if s not in slot_of.values()]
                 slot_of[r] = free[0] if free else len(slot_of) % slots
-            prompt = len(requests[r].prompt)
-            grid[slot_of[r]][step] = Cell(r, "prefill" if start < prompt else "decode")
-            produced[step] += start + n >= prompt
+            prompt, index = len(work[r].prompt), start + n - len(work[r].prompt)
+            got, want = out[r].tokens[index : index + 1], expected[r][index : index + 1]
+            bad = index >= 0 and (not got or got != want)
+            kind = "prefill" if start < prompt else "decode"
+            grid[slot_of[r]][step] = Cell(r, kind, bad)
+            produced[step] += index >= 0
             lengths[step][r] = start + n
-        for r, slot in list(slot_of.items()):
-            if r not in in_call:
-                finished = out[r].finished <= step
-                grid[slot][step] = Cell(r, "waste" if finished else "wait")
-        for s in range(slots):
-            if grid[s][step].kind == "idle":
-                grid[s][step] = Cell(None, "empty")
+        fed = {r for r, _, _ in at_step.get(step, [])}
+        for r, slot in slot_of.items():
+            if r not in fed:
+                grid[slot][step] = Cell(r, "waste" if out[r].finished <= step else "stall")
+        if step in at_step:
+            for row in grid:
+                if row[step].kind == "idle":
+                    row[step] = Cell(None, "empty")
+        queue.append(
+            sorted(
+                (
+                    r
+                    for r, j in enumerate(work)
+                    if j.arrival <= step < out[r].finished and r not in slot_of
+                ),
+                key=lambda r: (work[r].arrival, r),
+            )  # fmt: skip
+        )
         # Slots free up: at once in continuous batching, when the whole batch is done otherwise.
         done = {r for r in slot_of if out[r].finished <= step}
         if strategy == "continuous":
@@ -220,8 +312,8 @@ def lay_out(strategy, requests, names, out, expected, calls, wrong, slots) -> Ba
         elif done == set(slot_of):
             slot_of.clear()
     return BatchingRun(
-        strategy, names, [r.arrival for r in requests], grid, produced, out, wrong, lengths,
-        preempted,
+        strategy, [j.name for j in work], [j.arrival for j in work], grid, queue, produced, out,
+        wrong, lengths, preempted,
     )  # fmt: skip
 
 
@@ -236,24 +328,21 @@ class PoolFrame:
     error: str = ""
 
 
-def replay_pool(kv_impl, run: BatchingRun, requests_len: list[int], settings: Settings):
+def replay_pool(kv_impl, run: BatchingRun, settings: Settings) -> list[PoolFrame]:
     """Feed the continuous run's cache growth into the KV-cache kata's PagedKVCache, step by step.
 
     A request's cache grows as the batching run's calls say; it is freed when the request
-    finishes, or when it drops out of the batch unfinished (preempted: continuous batching runs
-    every admitted request at every step). Each frame reads the pool's own block tables.
+    finishes or is preempted. Each frame reads the pool's own block tables.
     """
-    num_blocks = settings.kv_blocks or max(
-        1, sum(math.ceil(n / settings.block_size) for n in requests_len)
-    )
+    sizes = [j.length for j in jobs(settings)]
+    num_blocks = settings.kv_blocks or sum(math.ceil(n / settings.block_size) for n in sizes)
     hkv, d, per_token = 1, 2, 2 * 1 * 2 * 4  # one head of two floats for k and for v
     pool = kv_impl.PagedKVCache(num_blocks, settings.block_size, hkv, d)
     frames, held, error = [], {}, ""
     for step, lengths in enumerate(run.lengths):
-        if lengths:  # a step with a call: whoever is held but not in it was preempted
-            for r in [r for r in held if r not in lengths]:
-                pool.free(r)
-                del held[r]
+        for r in [r for when, r in run.preempted if when == step and r in held]:
+            pool.free(r)
+            del held[r]
         for r, length in lengths.items():
             grow = length - held.get(r, 0)
             if grow > 0 and not error:
@@ -271,7 +360,7 @@ def replay_pool(kv_impl, run: BatchingRun, requests_len: list[int], settings: Se
             for block in table:
                 owners[block] = r
         used = sum(len(t) for t in tables.values()) * settings.block_size * per_token
-        contiguous = sum(requests_len[r] for r in held) * per_token
+        contiguous = sum(sizes[r] for r in held) * per_token
         frames.append(PoolFrame(owners, tables, used, contiguous, error))
     return frames
 
@@ -279,58 +368,66 @@ def replay_pool(kv_impl, run: BatchingRun, requests_len: list[int], settings: Se
 # ----------------------------------------------------------------------------------------------
 # Speculative decoding
 
+DRAFT_COST = 0.1  # a draft call's cost, in target calls, unless the screen is told otherwise
+
 
 @dataclass
 class Round:
     proposed: list[int]
     accepted: int  # how many of the proposals were kept
     extra: int  # the target's correction (after a rejection) or bonus (after full acceptance)
+    draft_calls: int  # the draft's calls that came before this round's target call
+
+    @property
+    def kind(self) -> str:
+        if not self.proposed:
+            return "last token: nothing left to propose, the target alone"
+        return "bonus" if self.accepted == len(self.proposed) else "fix"
 
 
 @dataclass
 class SpecRun:
     rounds: list[Round]
-    target_calls: int
     new_tokens: int
     exact: bool  # the output equals the target's own greedy decoding
 
-    @property
-    def acceptance(self) -> float:
-        proposed = sum(len(r.proposed) for r in self.rounds)
-        return sum(r.accepted for r in self.rounds) / proposed if proposed else math.nan
-
 
 class RecordingModel(torch.nn.Module):
-    """A model that remembers the ids of every call, passing everything else through."""
+    """A model that adds (name, ids) to a shared log at every call, passing everything through."""
 
-    def __init__(self, inner) -> None:
+    def __init__(self, inner, name: str, log: list) -> None:
         super().__init__()
-        self.inner, self.config, self.calls = inner, inner.config, []
+        self.inner, self.config, self.name, self.log = inner, inner.config, name, log
 
     def forward(self, ids, cache=None):
-        self.calls.append(ids[0].tolist())
+        self.log.append((self.name, ids[0].tolist()))
         return self.inner(ids, cache)
 
 
 def run_speculative(impl, alpha: float, k: int, max_new_tokens: int = 24, seed: int = 1):
     from katas.speculative_decoding.cases import ScriptedModel, coin_flips
 
-    target = RecordingModel(make_model(seed, torch.float64, max_seq_len=64))
+    log: list[tuple[str, list[int]]] = []
+    target = RecordingModel(make_model(seed, torch.float64, max_seq_len=64), "target", log)
     prompt = torch.tensor([tokens_of("Once upon a time", target.config.vocab_size)])
     truth = greedy_generate_no_cache(target.inner, prompt, max_new_tokens)[0].tolist()
-    draft = ScriptedModel(truth, target.config.vocab_size, wrong=coin_flips(alpha, seed + 1))
-    out, stats = impl.speculative_decode(target, draft, prompt, max_new_tokens, k=k)
+    scripted = ScriptedModel(truth, target.config.vocab_size, wrong=coin_flips(alpha, seed + 1))
+    draft = RecordingModel(scripted, "draft", log)
+    out, _ = impl.speculative_decode(target, draft, prompt, max_new_tokens, k=k)
     out = out[0].tolist()
-    rounds, n, total = [], prompt.shape[1], prompt.shape[1] + max_new_tokens
-    for ids in target.calls:  # each target call verifies one round's proposals (its tail)
+    rounds, n, total, drafts = [], prompt.shape[1], prompt.shape[1] + max_new_tokens, 0
+    for who, ids in log:  # each target call verifies one round's proposals (its tail)
+        if who == "draft":
+            drafts += 1
+            continue
         k_round = min(k, total - n - 1)
         proposed = ids[len(ids) - k_round :] if k_round else []
         kept = 0
         while kept < k_round and proposed[kept] == out[n + kept]:
             kept += 1
-        rounds.append(Round(proposed, kept, out[n + kept] if n + kept < total else -1))
-        n += kept + 1
-    return SpecRun(rounds, stats.target_calls, max_new_tokens, out == truth)
+        rounds.append(Round(proposed, kept, out[n + kept] if n + kept < total else -1, drafts))
+        n, drafts = n + kept + 1, 0
+    return SpecRun(rounds, max_new_tokens, out == truth)
 
 
 # ----------------------------------------------------------------------------------------------
