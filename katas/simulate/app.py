@@ -139,8 +139,8 @@ class SettingsScene(Scene):
         self.refresh_view()
         return True
 
-    def header(self, with_wait: bool) -> Text:
-        text = Text(self.settings.describe(with_wait) + "\n", style="bold")
+    def header(self, with_wait: bool, prefix: str = "") -> Text:
+        text = Text(prefix + self.settings.describe(with_wait) + "\n", style="bold")
         if self.notice:
             text.append(f"refused, nothing ran: {self.notice}\n", style="bold red")
         return text
@@ -263,7 +263,7 @@ class KVScene(SettingsScene):
         return max(1, len(self.frames))
 
     def view(self):
-        text = self.header(with_wait=False)
+        text = self.header(with_wait=False, prefix="continuous batching of ")
         if not self.frames:
             return text + Text(f"nothing to show: {self.error or 'no calls'}", style="bold red")
         frame = self.frames[self.step]
@@ -495,6 +495,9 @@ class SimulationApp(App):
     @property
     def scroller(self) -> VerticalScroll:
         return self.query_one(f"#{self.active} VerticalScroll", VerticalScroll)
+
+    def check_action(self, action: str, parameters: tuple) -> bool:
+        return not isinstance(self.screen, HelpScreen)  # the help takes every key while open
 
     def action_step(self) -> None:
         self.scene.advance()

@@ -15,6 +15,7 @@ from katas.simulate import scenes
 
 SCREENS = {"batching": 1, "kv": 2, "spec": 3, "flash": 4}
 STEPS = {"batching": None, "kv": 20, "spec": None, "flash": 6}  # None: to the end
+KEYS = {"spec": ["K"]}  # k = 5: the last round has nothing left to propose
 SIZE = (100, 34)  # columns, rows
 WRONG = "#b00020"
 # tab10 without its red, which is kept for wrong tokens
@@ -30,7 +31,7 @@ async def _screenshots(impls: dict, folder: Path, settings):
     paths = []
     async with app.run_test(size=SIZE) as pilot:
         for name, key in SCREENS.items():
-            await pilot.press(str(key))
+            await pilot.press(str(key), *KEYS.get(name, []))
             await pilot.pause()
             for _ in range(STEPS[name] or app.scene.steps() - 1):
                 await pilot.press("n")
