@@ -7,7 +7,7 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from grading.attention import AttentionCase
+from grading.attention import AttentionCase, scores_below_any_mask
 from grading.cost import largest_tensor
 from grading.devices import float_dtypes
 from grading.errors import assert_value_error
@@ -21,7 +21,6 @@ from katas.flash_attention.cases import (
     bad_call,
     below_mask_cases,
     check_attention,
-    scores_below_any_mask,
     scores_far_below_zero,
     strided,
 )

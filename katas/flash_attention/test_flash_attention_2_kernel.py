@@ -12,7 +12,7 @@ import pytest
 import torch
 from hypothesis import example, given
 
-from grading.attention import AttentionCase
+from grading.attention import AttentionCase, scores_below_any_mask
 from grading.cost import count_flops
 from grading.devices import float_dtypes
 from grading.errors import assert_value_error
@@ -25,7 +25,6 @@ from katas.flash_attention.cases import (
     bad_head_dims,
     below_mask_cases,
     check_attention,
-    scores_below_any_mask,
     scores_far_below_zero,
     strided,
 )
