@@ -300,7 +300,9 @@ def serve() -> None:
     """The server of WarmJudge: one request per line on stdin, one answer per line on stdout."""
     import json
     import os
+    import shutil
     import sys
+    import tempfile
     import time
 
     protocol = os.fdopen(os.dup(1), "w")
@@ -308,24 +310,32 @@ def serve() -> None:
     from grading.devices import use_triton_interpreter_without_gpu
 
     use_triton_interpreter_without_gpu()  # as grading.plugin does, before Triton is imported
-    import torch  # noqa: F401  (the slow imports every child would repeat)
+    import pytest  # noqa: F401  (the slow imports every child would repeat; not pytest's
+    import torch  # noqa: F401  plugins, whose modules pytest must import itself to rewrite)
     import torch.utils.flop_counter  # noqa: F401
     import triton  # noqa: F401
 
+    # The children's compiled modules, pytest's assertion rewrites included, go to a folder of the
+    # server's own, so the second child reads what the first compiled, and the repository and
+    # the environment stay without bytecode files.
+    pycache = tempfile.mkdtemp(prefix="mutant-judge-")
     for line in sys.stdin:
         request = json.loads(line)
         pid = os.fork()
         if pid == 0:
+            sys.pycache_prefix, sys.dont_write_bytecode = pycache, False
             _run_child(request["args"], request["output"])
         deadline = time.monotonic() + request["timeout"]
-        while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        while (done := os.wait4(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
             time.sleep(0.02)
         if done[0] == 0:  # past its time: stop it, as subprocess.run's timeout would
             os.kill(pid, 9)
-            done = os.waitpid(pid, 0)
+            done = os.wait4(pid, 0)
         returncode = os.waitstatus_to_exitcode(done[1])
-        protocol.write(json.dumps({"returncode": returncode}) + "\n")
+        cpu_s = done[2].ru_utime + done[2].ru_stime
+        protocol.write(json.dumps({"returncode": returncode, "cpu_s": cpu_s}) + "\n")
         protocol.flush()
+    shutil.rmtree(pycache, ignore_errors=True)
 
 
 def _run_child(args: list[str], output: str) -> None:
@@ -339,7 +349,6 @@ def _run_child(args: list[str], output: str) -> None:
         out = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         os.dup2(out, 1)
         os.dup2(out, 2)
-        sys.dont_write_bytecode = True
         os.chdir(REPO_ROOT)
         import pytest
 
