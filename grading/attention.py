@@ -71,3 +71,31 @@ def bench(fn: Callable[[], object], *, warmup: int = 25, rep: int = 100) -> floa
     fn()  # compilation, autotuning, allocator warm-up
     torch.cuda.synchronize()
     return float(triton.testing.do_bench(fn, warmup=warmup, rep=rep, return_mode="median"))
+
+
+# Half the exponent of how far below zero every score sits (see scores_below_any_mask): 2**18
+# is past float16's largest number (65504, so its finfo.min as a mask loses) and far past -1e4;
+# 2**100 and 2**118 are past -1e30, the running max's start in many kernels.
+def below_mask_powers(dtype: torch.dtype) -> list[int]:
+    """The powers of scores_below_any_mask that inputs of `dtype` hold."""
+    return [10] if dtype == torch.float16 else [10, 51, 60]
+
+
+def scores_below_any_mask(case: AttentionCase, power: int):
+    """q, k, v of `case` (D = 16, default sm_scale) whose every score is exactly
+    -2**(2 * power - 2) + j / 4 for a small integer j: below any finite mask constant.
+
+    q = (2**power, ±1, 0, ...) and k = (-2**power, j, 0, ...), so q·k is exact in float32. At
+    power 10 the spread of j / 4 survives and the softmax is not flat; at 51 and 60 it is lost
+    (in float64 as well), and every visible key weighs the same. A masked key given a finite
+    score instead of -inf, or a running max started at a finite value, then wins.
+    """
+    assert case.D == 16 and case.sm_scale is None, "scores are exact only for sm_scale = 1/4"
+    gen = torch.Generator().manual_seed(case.seed)
+    q = torch.zeros(case.B, case.H, case.Nq, case.D, dtype=torch.float64)
+    k = torch.zeros(case.B, case.Hkv, case.Nk, case.D, dtype=torch.float64)
+    q[..., 0], k[..., 0] = 2.0**power, -(2.0**power)
+    q[..., 1] = torch.randint(0, 2, q.shape[:3], generator=gen) * 2.0 - 1.0
+    k[..., 1] = torch.randint(-4, 5, k.shape[:3], generator=gen).double()
+    v = case.tensors("cpu")[2]
+    return tuple(t.to(device=default_device(), dtype=case.dtype) for t in (q, k, v))

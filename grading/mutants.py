@@ -216,29 +216,149 @@ def test_ids(kata: str, names: tuple[str, ...]) -> list[str]:
     return ids
 
 
+def _pytest_args(mutant: Mutant, impl: Path, junit: Path, extra: tuple[str, ...]) -> list[str]:
+    """pytest's arguments for the tests named in CAUGHT_BY against `impl`, stopping at the first
+    failure (each selected test is one written to catch the mutant)."""
+    selected = test_ids(mutant.kata, mutant.caught_by)
+    if len(selected) < len(mutant.caught_by):  # a name no test has: let pytest say so
+        selected = [f"katas/{mutant.kata}", "-k", " or ".join(mutant.caught_by)]
+    else:
+        selected = [*selected, "-x"]
+    return [
+        *selected, "-q", "-p", "no:cacheprovider", f"--impl={impl}", f"--junitxml={junit}", *extra
+    ]  # fmt: skip
+
+
+# What every judged run sees: the derandomised `ci` profile, one thread, no bytecode files.
+JUDGE_ENV = {"CI": "1", "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1"}
+
+
 def judge(mutant: Mutant, workdir: Path, *extra: str, timeout: float = 600) -> Verdict:
-    """Run the tests named in CAUGHT_BY against the mutant, in a fresh pytest process, stopping at
-    the first failure (each selected test is one written to catch it)."""
+    """Run the tests named in CAUGHT_BY against the mutant, in a fresh pytest process."""
     import os
     import subprocess
     import sys
 
     impl = write_mutant(mutant, workdir)
     junit = workdir / f"{mutant.path.stem}.xml"
-    env = dict(os.environ, CI="1", PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1")
-    selected = test_ids(mutant.kata, mutant.caught_by)
-    if len(selected) < len(mutant.caught_by):  # a name no test has: let pytest say so
-        selected = [f"katas/{mutant.kata}", "-k", " or ".join(mutant.caught_by)]
-    else:
-        selected = [*selected, "-x"]
-    command = [
-        sys.executable, "-m", "pytest", *selected, "-q", "-p", "no:cacheprovider",
-        f"--impl={impl}", f"--junitxml={junit}", *extra,
-    ]  # fmt: skip
+    command = [sys.executable, "-m", "pytest", *_pytest_args(mutant, impl, junit, extra)]
     done = subprocess.run(
-        command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout
+        command,
+        cwd=REPO_ROOT,
+        env=dict(os.environ, **JUDGE_ENV),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
     return Verdict(done.returncode, _failed_tests(junit), done.stdout + done.stderr)
+
+
+class WarmJudge:
+    """`judge`, without paying for PyTorch's import once per mutant.
+
+    A server process (`python -m grading.mutants --serve`) imports PyTorch and Triton once, then
+    forks a child for each mutant. The child runs the same pytest command `judge` runs, in-process,
+    and exits; it starts from a copy of the server, which has imported libraries and run nothing,
+    so it shares no state with the children before it: its verdict is a fresh process's.
+    """
+
+    def __init__(self) -> None:
+        import os
+        import subprocess
+        import sys
+
+        self.server = subprocess.Popen(
+            [sys.executable, "-m", "grading.mutants", "--serve"],
+            cwd=REPO_ROOT,
+            env=dict(os.environ, **JUDGE_ENV),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def judge(self, mutant: Mutant, workdir: Path, *extra: str, timeout: float = 600) -> Verdict:
+        import json
+
+        impl = write_mutant(mutant, workdir)
+        junit = workdir / f"{mutant.path.stem}.xml"
+        output = workdir / f"{mutant.path.stem}.out"
+        request = {"args": _pytest_args(mutant, impl, junit, extra), "output": str(output)}
+        self.server.stdin.write(json.dumps({**request, "timeout": timeout}) + "\n")
+        self.server.stdin.flush()
+        answer = self.server.stdout.readline()
+        if not answer:
+            raise RuntimeError(f"the mutant judge server stopped (exit code {self.server.poll()})")
+        text = output.read_text() if output.exists() else ""
+        return Verdict(json.loads(answer)["returncode"], _failed_tests(junit), text)
+
+    def close(self) -> None:
+        self.server.stdin.close()
+        self.server.wait(timeout=60)
+
+
+def serve() -> None:
+    """The server of WarmJudge: one request per line on stdin, one answer per line on stdout."""
+    import json
+    import os
+    import shutil
+    import sys
+    import tempfile
+    import time
+
+    protocol = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # anything else printed goes to stderr, never into the answers
+    from grading.devices import use_triton_interpreter_without_gpu
+
+    use_triton_interpreter_without_gpu()  # as grading.plugin does, before Triton is imported
+    import pytest  # noqa: F401  (the slow imports every child would repeat; not pytest's
+    import torch  # noqa: F401  plugins, whose modules pytest must import itself to rewrite)
+    import torch.utils.flop_counter  # noqa: F401
+    import triton  # noqa: F401
+
+    # The children's compiled modules, pytest's assertion rewrites included, go to a folder of the
+    # server's own, so the second child reads what the first compiled, and the repository and
+    # the environment stay without bytecode files.
+    pycache = tempfile.mkdtemp(prefix="mutant-judge-")
+    for line in sys.stdin:
+        request = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            sys.pycache_prefix, sys.dont_write_bytecode = pycache, False
+            _run_child(request["args"], request["output"])
+        deadline = time.monotonic() + request["timeout"]
+        while (done := os.wait4(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if done[0] == 0:  # past its time: stop it, as subprocess.run's timeout would
+            os.kill(pid, 9)
+            done = os.wait4(pid, 0)
+        returncode = os.waitstatus_to_exitcode(done[1])
+        cpu_s = done[2].ru_utime + done[2].ru_stime
+        protocol.write(json.dumps({"returncode": returncode, "cpu_s": cpu_s}) + "\n")
+        protocol.flush()
+    shutil.rmtree(pycache, ignore_errors=True)
+
+
+def _run_child(args: list[str], output: str) -> None:
+    """In a forked child: run pytest with `args`, its output to the file `output`; never return."""
+    import os
+    import sys
+    import traceback
+
+    code = 3
+    try:
+        out = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.dup2(out, 1)
+        os.dup2(out, 2)
+        os.chdir(REPO_ROOT)
+        import pytest
+
+        code = int(pytest.main(args))
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -248,16 +368,21 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("paths", nargs="*", type=Path, help="mutant files or kata folders")
+    parser.add_argument("--serve", action="store_true", help="be WarmJudge's server")
     args = parser.parse_args(argv)
+    if args.serve:
+        serve()
+        return 0
     paths: list[Path] = []
     for p in args.paths or [MUTANTS_DIR]:
         paths += sorted(p.rglob("*.py")) if p.is_dir() else [p]
     escaped = 0
+    warm = WarmJudge()
     with tempfile.TemporaryDirectory() as tmp:
         for path in paths:
             try:
                 mutant = read_mutant(path)
-                verdict = judge(mutant, Path(tmp))
+                verdict = warm.judge(mutant, Path(tmp))
             except StaleMutant as exc:
                 print(f"STALE    {path}: {exc}")
                 escaped += 1
@@ -266,6 +391,7 @@ def main(argv: list[str] | None = None) -> int:
             escaped += not ok
             status = "caught " if ok else "ESCAPED"
             print(f"{status}  {mutant.name}: {mutant.bug} (failed: {', '.join(verdict.failed)})")
+    warm.close()
     return 1 if escaped else 0
 
 

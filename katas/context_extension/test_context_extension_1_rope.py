@@ -264,6 +264,35 @@ def test_apply_rope_is_elementwise(impl, shape):
 # Properties
 
 
+@given(d=head_dims, base=bases, n=st.integers(1, 9), scribble=st.sampled_from(["nan", "zero"]))
+@example(d=8, base=10000.0, n=3, scribble="nan")
+def test_tables_are_the_callers_own(impl, d, base, n, scribble):
+    """The caller may change a table it got (scale inv_freq in place, say): a later call with the
+    same arguments must still give the right values."""
+    positions = torch.arange(n)
+    for _ in range(2):  # the second round reads what the first round scribbled on, if kept
+        inv_freq = impl.rope_inv_freq(d, base)
+        cos, sin = impl.rope_cos_sin(positions, inv_freq)
+        want_cos, want_sin = cos_sin_oracle(positions, inv_freq_oracle(d, base).float())
+        assert_close(
+            inv_freq,
+            inv_freq_oracle(d, base),
+            name="rope_inv_freq",
+            hint="a second call gave other values after the caller changed the first call's "
+            "tensor in place: return a new tensor on every call, not one kept between calls",
+        )
+        for name, got, want in (("cos", cos, want_cos), ("sin", sin, want_sin)):
+            assert_close(
+                got,
+                want,
+                name=name,
+                hint="a second call gave other values after the caller changed the first call's "
+                "tables in place: return new tensors on every call, not views of a kept table",
+            )
+        for t in (inv_freq, cos, sin):
+            t.fill_(float("nan") if scribble == "nan" else 0.0)
+
+
 @given(
     d=head_dims,
     base=bases,

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import strategies as st
 
-from grading.attention import AttentionCase, causal_mask
+from grading.attention import AttentionCase, below_mask_powers, causal_mask
 from grading.devices import float_dtypes
 from grading.model import apply_rope, rope_tables
 from grading.strategies import gqa_heads, lengths, seeds
@@ -46,6 +46,24 @@ def cases(
         dtype=draw(st.sampled_from(DTYPES)),
         seed=draw(seeds()),
     )
+
+
+@st.composite
+def below_mask_cases(draw, *, max_len: int = 24) -> tuple[AttentionCase, int]:
+    """(case, power) for grading.attention.scores_below_any_mask: D = 16, the default sm_scale,
+    and a power the case's dtype holds."""
+    H, Hkv = draw(gqa_heads(2, 3))
+    case = AttentionCase(
+        B=draw(st.integers(1, 2)),
+        H=H,
+        Hkv=Hkv,
+        Nq=draw(lengths(max_len)),
+        Nk=draw(lengths(max_len)),
+        D=16,
+        dtype=draw(st.sampled_from(DTYPES)),
+        seed=draw(seeds()),
+    )
+    return case, draw(st.sampled_from(below_mask_powers(case.dtype)))
 
 
 def band_mask(Nq: int, Nk: int, window: int) -> torch.Tensor:

@@ -9,7 +9,8 @@ Conventions (the same as the FlashAttention kata):
 - A query that sees no key returns zeros (never NaN).
 - sm_scale defaults to 1 / sqrt(D) when it is None; any other value (0.0 too) scales as given.
 - Inputs come in float32, float16 or bfloat16; outputs have q's dtype; do the arithmetic in
-  float32, and keep the softmax stable (scores may reach the thousands).
+  float32, and keep the softmax stable (scores may reach the thousands). Every visible score may
+  lie below any finite mask constant (about -1e30): hidden keys get -inf.
 - Inputs may be non-contiguous views, k and v with different strides; they are never modified.
 - Bad input raises ValueError naming the argument and the shape expected. The three attention
   functions all reject: q, k or v that is not a non-empty 4-D float tensor; k whose batch or D
@@ -103,7 +104,8 @@ def linear_attention_step(q_t, k_t, v_t, state=None):
 
     Returns (o_t (B, H, Dv) in q_t's dtype, the new state). Memory does not grow with the
     number of steps, and thousands of steps still match linear_attention; the state passed in
-    is not modified.
+    is not modified. Several streams may decode in turn, states of the same shape included:
+    the state returned is the caller's, never storage a later call writes again.
     ValueError: q_t, k_t or v_t that is not a 3-D float tensor; k_t not (B, Hkv, D) with Hkv
     dividing H, or v_t not (B, Hkv, Dv); q_t, k_t and v_t of different dtypes or devices; a
     state whose S is not (B, H, D, Dv) or whose z is not (B, H, D).

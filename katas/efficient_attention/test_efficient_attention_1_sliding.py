@@ -11,7 +11,7 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from grading.attention import AttentionCase
+from grading.attention import AttentionCase, scores_below_any_mask
 from grading.cost import count_flops, elements_written, largest_tensor
 from grading.errors import BadCall, assert_value_error
 from grading.oracles import attention_oracle
@@ -19,6 +19,7 @@ from grading.strategies import randn
 from grading.tolerance import assert_close
 from katas.efficient_attention.cases import (
     band_mask,
+    below_mask_cases,
     cases,
     extreme_tensors,
     strided_like_a_model,
@@ -212,6 +213,23 @@ def test_sliding_window_matches_dense_band_attention(impl, case: AttentionCase, 
         hint="query i is at position p = i + Nk - Nq (bottom-right, even when Nq != Nk) and sees "
         "p - window < j <= p; head h reads kv head h // (H // Hkv); a query before every key "
         "(Nq > Nk) returns zeros, not NaN; sm_scale=0.0 is a scale, not a missing one.",
+    )
+
+
+@given(drawn=below_mask_cases(), window=windows)
+@example(drawn=(AttentionCase(H=2, Hkv=1, Nq=9, Nk=17, D=16, dtype=torch.float16), 10), window=3)
+@example(drawn=(AttentionCase(B=2, H=2, Hkv=2, Nq=11, Nk=11, D=16, seed=1), 51), window=4)
+def test_sliding_window_with_every_score_below_any_mask_constant(impl, drawn, window):
+    case, power = drawn
+    q, k, v = scores_below_any_mask(case, power)
+    out = impl.sliding_window_attention(q, k, v, window)
+    mask = band_mask(case.Nq, case.Nk, window)
+    assert_close(
+        out,
+        attention_oracle(q, k, v, causal=True, mask=mask),
+        hint=f"every visible score is about -2**{2 * power - 2}, below any finite mask "
+        "constant: keys outside the window get -inf (not -1e30, -1e4 or the input dtype's "
+        "finfo.min), and a running max starts at -inf",
     )
 
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from grading.attention import AttentionCase
 from grading.cost import count_flops, elements_written, largest_tensor
 from grading.errors import BadCall, assert_value_error
-from grading.strategies import randn
+from grading.strategies import randn, seeds
 from grading.tolerance import assert_close
 from katas.efficient_attention.cases import cases, linear_attention_oracle, strided_like_a_model
 
@@ -215,6 +215,28 @@ def test_linear_attention_steps_match_parallel_form_and_carry_on(impl, case: Att
         f"the state is ({state[0].dtype}, {state[1].dtype}) for {case.dtype} inputs; S and z are "
         "float32 whatever the inputs' dtype (a low-precision sum drifts over a long decode)"
     )
+
+
+@given(case=cases(max_len=12, same_length=True), other_seed=seeds())
+def test_two_interleaved_streams_of_the_same_shape_stay_apart(impl, case, other_seed):
+    """Two sequences decoded in turn, a step of one then a step of the other, each with its own
+    state: neither may see the other's tokens."""
+    streams = [case.tensors(), case.reseeded(other_seed).tensors()]  # [(q, k, v)] x 2
+    states, outs = [None, None], [[], []]
+    for t in range(case.Nq):
+        for i, (q, k, v) in enumerate(streams):
+            o_t, states[i] = impl.linear_attention_step(
+                q[:, :, t], k[:, :, t], v[:, :, t], states[i]
+            )
+            outs[i].append(o_t)
+    for i, (q, k, v) in enumerate(streams):
+        assert_close(
+            torch.stack(outs[i], dim=2),
+            linear_attention_oracle(q, k, v, causal=True),
+            name=f"stream {i}",
+            hint="two streams of the same shape stepped in turn must not share storage: each "
+            "step returns a state of its own (no buffer kept between calls and written again)",
+        )
 
 
 @given(case=cases(max_len=80, same_length=True), data=st.data())

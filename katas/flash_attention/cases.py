@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import strategies as st
 
-from grading.attention import AttentionCase, causal_mask
+from grading.attention import AttentionCase, below_mask_powers, causal_mask
 from grading.devices import default_device
 from grading.errors import BadCall
 from grading.oracles import attention_oracle, attention_scores
@@ -94,6 +94,27 @@ def scores_far_below_zero(case: AttentionCase, offset: float = -200.0):
     c = offset / (a * effective_scale(case.sm_scale, case.D))
     q, k = q + c * u, k + a * u  # q·k ≈ q0·k0 + a·q0·u + c·u·k0 + a·c
     return tuple(t.to(device=default_device(), dtype=case.dtype) for t in (q, k, v))
+
+
+@st.composite
+def below_mask_cases(draw, *, max_len: int, block: int, dtypes: list[torch.dtype]):
+    """(case, power): a case with D = 16 and the default sm_scale (so 1/4, a power of two), and a
+    power its dtype can hold, for scores_below_any_mask."""
+    dtype = draw(st.sampled_from(dtypes))
+    H, Hkv = draw(gqa_heads(2, 3))
+    case = AttentionCase(
+        B=draw(st.integers(1, 2)),
+        H=H,
+        Hkv=Hkv,
+        Nq=draw(lengths(max_len, block=block)),
+        Nk=draw(lengths(max_len, block=block)),
+        D=16,
+        causal=draw(st.booleans()),
+        dtype=dtype,
+        seed=draw(seeds()),
+    )
+    power = draw(st.sampled_from(below_mask_powers(dtype)))
+    return case, power
 
 
 def strided(q, k, v):

@@ -13,6 +13,8 @@ Conventions for every function:
 - inputs come in float32, float16 or bfloat16 (not on Triton's interpreter), possibly as
   non-contiguous views; outputs have q's dtype; scores, exponentials and every sum run in
   float32, also over thousands of keys and for scores in the hundreds (subtract the running max);
+- every visible score may lie below any finite mask constant (about -1e30): mask with -inf and
+  start the running max at -inf;
 - inputs are never modified.
 
 Every function raises ValueError, naming the argument or size at fault, before any work when:

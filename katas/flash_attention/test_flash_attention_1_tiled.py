@@ -7,10 +7,11 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from grading.attention import AttentionCase
+from grading.attention import AttentionCase, scores_below_any_mask
 from grading.cost import largest_tensor
 from grading.devices import float_dtypes
 from grading.errors import assert_value_error
+from grading.oracles import attention_oracle
 from grading.tolerance import assert_close
 from katas.flash_attention.cases import (
     LONG_NK,
@@ -18,6 +19,7 @@ from katas.flash_attention.cases import (
     attention_cases,
     bad_attention_inputs,
     bad_call,
+    below_mask_cases,
     check_attention,
     scores_far_below_zero,
     strided,
@@ -85,6 +87,30 @@ def test_tiled_attention_survives_scores_far_below_zero(impl, dtype):
         hint="every score here is about -200, where exp(score) is 0 in float32: subtract the "
         "running max before exp, so the largest weight of each query is exactly 1",
     )  # fmt: skip
+
+
+@given(
+    drawn=below_mask_cases(max_len=24, block=BLOCK, dtypes=float_dtypes()), block_size=BLOCK_SIZES
+)
+@example(  # every score about -1.3e30, past -1e30
+    drawn=(AttentionCase(B=1, H=2, Hkv=1, Nq=5, Nk=19, D=16, causal=True, seed=1), 51),
+    block_size=8,
+)
+@example(  # float16 inputs, scores about -2.6e5, past float16's finfo.min
+    drawn=(AttentionCase(B=1, H=2, Hkv=2, Nq=9, Nk=9, D=16, causal=True, dtype=torch.float16), 10),
+    block_size=4,
+)
+def test_tiled_attention_with_every_score_below_any_mask_constant(impl, drawn, block_size):
+    case, power = drawn
+    q, k, v = scores_below_any_mask(case, power)
+    out = impl.tiled_attention(q, k, v, block_size=block_size, causal=case.causal)
+    assert_close(
+        out,
+        attention_oracle(q, k, v, causal=case.causal),
+        hint=f"every visible score is about -2**{2 * power - 2}, below any finite mask "
+        "constant: mask with -inf (not -1e30, -1e4 or the input dtype's finfo.min), start the "
+        "running max at -inf, and give a query that sees no key zeros",
+    )
 
 
 @pytest.mark.parametrize("causal", [False, True])

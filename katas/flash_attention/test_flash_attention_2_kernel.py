@@ -12,16 +12,18 @@ import pytest
 import torch
 from hypothesis import example, given
 
-from grading.attention import AttentionCase
+from grading.attention import AttentionCase, scores_below_any_mask
 from grading.cost import count_flops
 from grading.devices import float_dtypes
 from grading.errors import assert_value_error
+from grading.oracles import attention_oracle
 from grading.tolerance import assert_close
 from katas.flash_attention.cases import (
     LONG_NK,
     attention_cases,
     bad_attention_inputs,
     bad_head_dims,
+    below_mask_cases,
     check_attention,
     scores_far_below_zero,
     strided,
@@ -34,6 +36,23 @@ HINT = (
     "end, the causal offset Nk - Nq), the kv head h // (H // Hkv), the strides of each tensor, "
     "and that sm_scale=0.0 is a scale (not the default)"
 )
+
+
+@given(drawn=below_mask_cases(max_len=20, block=16, dtypes=DTYPES))
+@example(  # every score about -1.3e30, past a running max started at -1e30
+    drawn=(AttentionCase(B=1, H=2, Hkv=1, Nq=5, Nk=19, D=16, causal=True, seed=1), 51)
+)
+def test_flash_attention_with_every_score_below_any_mask_constant(impl, drawn):
+    case, power = drawn
+    q, k, v = scores_below_any_mask(case, power)
+    out = impl.flash_attention(q, k, v, causal=case.causal)
+    assert_close(
+        out,
+        attention_oracle(q, k, v, causal=case.causal),
+        hint=f"every visible score is about -2**{2 * power - 2}, below any finite mask "
+        "constant: start m_i at -inf (not -1e30), mask with -inf, and give a query that sees "
+        "no key zeros",
+    )
 
 
 @given(case=CASES)

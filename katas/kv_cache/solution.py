@@ -160,7 +160,10 @@ class PagedKVCache:
         raise NotImplementedError("level 3: PagedKVCache.num_free_blocks is not implemented yet")
 
     def block_table(self, seq_id) -> list:
-        """The physical blocks of `seq_id`, in order ([] for an unknown sequence)."""
+        """The physical blocks of `seq_id`, in order ([] for an unknown sequence).
+
+        A new list on every call: the caller may change it without changing the cache.
+        """
         # TODO(level 3): a copy of the sequence's table.
         raise NotImplementedError("level 3: PagedKVCache.block_table is not implemented yet")
 
@@ -194,6 +197,8 @@ class PagedKVCache:
     def free(self, seq_id) -> None:
         """Return every block of `seq_id` to the pool and forget the sequence.
 
+        The id may be appended to again later: it then starts a new, empty sequence (nothing of
+        the freed one is read back, by gather or paged_attention).
         ValueError (naming seq_id) for a sequence never appended, or already freed.
         """
         # TODO(level 3): give every block back.

@@ -28,7 +28,8 @@ def pool_bytes(num_blocks, block_size, dtype, Hkv=HKV, head_dim=D) -> int:
 
 @st.composite
 def workloads(draw):
-    """A pool and a random interleaving of appends to and frees of several sequences."""
+    """A pool and a random interleaving of appends to and frees of several sequences (a freed
+    id comes back as a new sequence), with the caller scribbling on the block tables it got."""
     block_size = draw(st.sampled_from([1, 2, 3, 4, 7]), label="block_size")
     num_blocks = draw(st.integers(4, 24), label="num_blocks")
     ops = draw(
@@ -36,6 +37,7 @@ def workloads(draw):
             st.one_of(
                 st.tuples(st.just("append"), st.integers(0, 3), st.integers(1, 2 * block_size + 1)),
                 st.tuples(st.just("free"), st.integers(0, 3), st.just(0)),
+                st.tuples(st.just("scribble"), st.integers(0, 3), st.just(0)),
             ),
             min_size=1,
             max_size=25,
@@ -58,6 +60,10 @@ def test_interleaved_appends_gather_back_exactly(impl, workload, seed):
                 cache.free(seq)
                 del written[seq]
                 assert cache.block_table(seq) == [] and cache.length(seq) == 0
+        elif kind == "scribble":  # the list is the caller's: changing it changes no cache
+            table = cache.block_table(seq)
+            table.reverse()
+            table.append(num_blocks)
         else:
             k = randn((HKV, T, D), seed=seed + 2 * step)
             v = randn((HKV, T, D), seed=seed + 2 * step + 1)
@@ -79,6 +85,11 @@ def test_interleaved_appends_gather_back_exactly(impl, workload, seed):
             f"({num_blocks}) after step {step}"
         )
         tables = [b for s in written for b in cache.block_table(s)]
+        assert all(0 <= b < num_blocks for b in tables), (
+            f"block tables {tables} name blocks outside the pool of {num_blocks}: does "
+            "block_table hand out the cache's own list, which the caller then changed? Return a "
+            "new list"
+        )
         assert len(set(tables)) == len(tables), f"two sequences share a physical block: {tables}"
         for s, parts in written.items():
             want_k = torch.cat([k for k, _ in parts], dim=1)
@@ -99,6 +110,57 @@ def test_interleaved_appends_gather_back_exactly(impl, workload, seed):
     for s in list(written):
         cache.free(s)
     assert cache.num_free_blocks == num_blocks, "freeing every sequence must return every block"
+
+
+@given(
+    block_size=st.sampled_from([1, 3, 4]),
+    first=st.integers(1, 12),
+    second=st.one_of(st.none(), st.integers(1, 12)),
+    other=st.integers(1, 9),
+    seed=seeds(),
+)
+@example(block_size=4, first=6, second=None, other=5, seed=0)
+def test_a_freed_id_starts_afresh(impl, block_size, first, second, other, seed):
+    """Free a sequence, then append to its id again (as often as not to the same length): the
+    id is a new sequence, and gather and paged_attention read only what came after the free."""
+    second = first if second is None else second  # None: the new sequence as long as the old
+    note(f"the id is reused for {second} tokens after {first} were freed")
+    blocks = math.ceil(first / block_size) + math.ceil(other / block_size) + 1
+    cache = impl.PagedKVCache(blocks + math.ceil(second / block_size), block_size, HKV, D)
+    old_k, old_v = randn((HKV, first, D), seed=seed), randn((HKV, first, D), seed=seed + 1)
+    k, v = randn((HKV, second, D), seed=seed + 2), randn((HKV, second, D), seed=seed + 3)
+    kept_k, kept_v = randn((HKV, other, D), seed=seed + 4), randn((HKV, other, D), seed=seed + 5)
+    q = randn((2 * HKV, 1, D), seed=seed + 6)
+    cache.append("reused", old_k, old_v)
+    cache.append("kept", kept_k, kept_v)
+    cache.gather("reused")
+    impl.paged_attention(q, cache, "reused")
+    cache.free("reused")
+    cache.append("reused", k, v)
+    assert cache.length("reused") == second and len(cache.block_table("reused")) == math.ceil(
+        second / block_size
+    ), (
+        f"after free and {second} new tokens, the reused id holds length "
+        f"{cache.length('reused')} in blocks {cache.block_table('reused')}: free must forget the "
+        "sequence, and the next append start a new one"
+    )
+    got_k, got_v = cache.gather("reused")
+    assert torch.equal(got_k, k) and torch.equal(got_v, v), (
+        f"gather of the reused id does not give back the {second} tokens appended after the "
+        "free: something of the freed sequence was kept (a table, a length, or a result "
+        "remembered under the id)"
+    )
+    want = attention_oracle(q[None], k[None], v[None], causal=True)[0]
+    assert_close(
+        impl.paged_attention(q, cache, "reused"),
+        want,
+        hint="paged_attention of the reused id must read its new keys: a result or a gathered "
+        "copy kept from before the free is stale",
+    )
+    got_k, got_v = cache.gather("kept")
+    assert torch.equal(got_k, kept_k) and torch.equal(got_v, kept_v), (
+        "freeing and reusing one id changed another sequence"
+    )
 
 
 def test_pool_holds_the_tokens_where_the_block_table_says(impl):

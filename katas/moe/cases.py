@@ -102,19 +102,31 @@ class RoutingSpec:
         return torch.topk(logits, self.k, dim=-1).indices
 
 
+# float16 holds every integer only up to 2048 (2049 rounds to 2048): counts, cumulative sums or
+# positions kept in a 16-bit float go wrong past it. These many tokens, skewed towards expert 0,
+# put more than 2048 assignments on one expert, and capacities around 2048 then bind where
+# float16 rounds (2049 to 2048, 2051 to 2052).
+CROWDED_TOKENS = [2049, 2501]
+CROWDED_CAPACITIES = [2048, 2049, 2051]
+
+
 @st.composite
 def routing_specs(draw, *, max_tokens: int = 33) -> RoutingSpec:
-    """Routings with no capacity limit, one from a capacity factor, or the extremes 0, 1, T·k."""
+    """Routings with no capacity limit, one from a capacity factor, or the extremes 0, 1, T·k;
+    small ones, and crowded ones with more than 2048 assignments to one expert."""
     E = draw(st.sampled_from(EXPERT_COUNTS + [16, 64]))
-    T, k = draw(lengths(max_tokens)), draw(st.integers(1, E))
+    crowded = draw(st.booleans(), label="more than 2048 assignments to one expert")
+    T = draw(st.sampled_from(CROWDED_TOKENS) if crowded else lengths(max_tokens), label="T")
+    k = draw(st.integers(1, min(E, 3) if crowded else E), label="k")
     from_factors = [math.ceil(f * T * k / E) for f in CAPACITY_FACTORS]
+    capacities = [None, 0, 1, T * k, *from_factors] + (CROWDED_CAPACITIES if crowded else [])
     return RoutingSpec(
         T=T,
         E=E,
         k=k,
         seed=draw(seeds()),
-        skew=draw(st.sampled_from([0.0, 0.5, 2.0])),
-        capacity=draw(st.sampled_from([None, 0, 1, T * k, *from_factors])),
+        skew=draw(st.sampled_from([8.0] if crowded else [0.0, 0.5, 2.0]), label="skew"),
+        capacity=draw(st.sampled_from(capacities), label="capacity"),
     )
 
 

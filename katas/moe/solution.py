@@ -4,7 +4,9 @@ Run the tests with `nox -s moe` (or `pytest katas/moe`).
 
 Short names: T tokens, d model width, h expert hidden width, E experts, k experts per token,
 N kept assignments (N = T·k without a capacity limit), C an expert's capacity. Inputs are never
-modified. Every ValueError the tests expect is listed in each docstring (and in the README).
+modified, but may change between calls (weights updated in place): read their values on every
+call. One expert may receive more than 2,048 assignments (float16 counts stop there): count in
+integers. Every ValueError the tests expect is listed in each docstring (and in the README).
 
 Every call is checked by the harness (README, "Rules every call follows"):
 - no argument tensor is changed in place;

@@ -6,10 +6,15 @@ import math
 
 import pytest
 import torch
-from hypothesis import given, note
+from hypothesis import example, given, note
 
 from grading.errors import BadCall, assert_value_error
-from katas.moe.cases import RoutingSpec, bad_input_table, plan_oracle, routing_specs
+from katas.moe.cases import (
+    RoutingSpec,
+    bad_input_table,
+    plan_oracle,
+    routing_specs,
+)
 
 T, E = 4, 3
 EXPERTS = torch.tensor([[0, 1], [1, 2], [0, 2], [2, 0]])  # (T, k = 2)
@@ -214,6 +219,9 @@ def test_plan_known_values(impl, capacity, tokens, ranks, counts):
 
 
 @given(spec=routing_specs())
+@example(  # 2501 first choices for expert 0, 2501 second ones for expert 1; C past 2048
+    spec=RoutingSpec(T=2501, E=3, k=2, seed=0, skew=8.0, capacity=2051)
+)
 def test_plan_keeps_at_most_capacity_in_priority_order(impl, spec: RoutingSpec):
     experts = spec.experts()
     C = spec.capacity

@@ -410,6 +410,25 @@ def test_moe_forward_matches_oracle(impl, spec: LayerSpec):
     )
 
 
+@given(spec=layer_specs(max_tokens=12), seed=seeds())
+@example(spec=LayerSpec(T=6, d=4, h=3, E=3, k=2, dtype=torch.float32, seed=0), seed=1)
+def test_moe_forward_reads_weights_updated_in_place(impl, spec: LayerSpec, seed):
+    """Training updates the weights in place between calls: the same tensors, new values."""
+    layer = spec.build()
+    impl.moe_forward(*layer, spec.k)
+    for mine, new in zip(layer, dataclasses.replace(spec, seed=seed).build(), strict=True):
+        mine.copy_(new)  # x, gate_w, w1, w3 and w2 keep their identity and take new values
+    y = impl.moe_forward(*layer, spec.k)
+    assert_like_oracle(
+        y,
+        lambda dtype: moe_oracle(*layer, spec.k, dtype=dtype),
+        dtype=spec.dtype,
+        hint="the second call was given the same tensors as the first, updated in place (as an "
+        "optimizer step does): read their values on every call; nothing derived from them "
+        "(a cast, a concatenation, a routing) may be kept from an earlier call",
+    )
+
+
 @given(spec=layer_specs(skews=[0.0, 1.0, 3.0]), factor=st.sampled_from(CAPACITY_FACTORS))
 @example(
     spec=LayerSpec(T=33, d=8, h=8, E=64, k=4, dtype=torch.float32, seed=2, skew=1.0), factor=1e-6
