@@ -342,80 +342,76 @@ def _functions(value: Any) -> list:
 class JudgeSnapshot:
     """Every attribute of the judging modules (and of the classes they define), by identity; the
     code, defaults and closures of every function among them; the counters' operator table; and
-    Hypothesis's active settings."""
+    Hypothesis's active settings.
+
+    `changes()` runs after every guarded call, so each part is first compared whole, at C speed
+    (a dict or list compares its items by identity first); only a difference is looked into."""
 
     def __init__(self, test_modules: list[ModuleType]) -> None:
         with observing():  # entering the counters once makes PyTorch finish its lazy imports
             torch.zeros(1).sum()
-        self.seen: list[tuple[str, Any, list[str], tuple]] = []
+        self.seen: list[tuple[str, Any, dict, bool]] = []  # (where, namespace, copy, is a class)
         for module in _judge_modules(test_modules):
-            self._record(module.__name__, vars(module))
+            self._record(module.__name__, vars(module), False)
+            if module.__name__ in _TORCH_JUDGES:
+                continue  # their classes (torch.FloatTensor, ...) judge nothing
             for attr, value in list(vars(module).items()):
                 if isinstance(value, type) and value.__module__ == module.__name__:
-                    self._record(f"{module.__name__}.{attr}", vars(value))
-                elif (
-                    isinstance(value, dict)
-                    and module.__name__.startswith("grading")
-                    and value is not observe._INFO  # grows as operators are met: checked below
-                ):
-                    self._record(f"{module.__name__}.{attr}", value)
-        self._record("torch.Tensor", vars(torch.Tensor))
-        self._record("torch._C.TensorBase", vars(torch._C.TensorBase))
-        current = settings.default
-        self._record("hypothesis.settings", vars(settings))
-        self._record("hypothesis.settings.default", vars(current))
-        self._record("hypothesis profiles", settings._profiles)
-        self.settings = current
+                    self._record(f"{module.__name__}.{attr}", vars(value), True)
+                elif isinstance(value, dict) and value is not observe._INFO:  # _INFO: below
+                    self._record(f"{module.__name__}.{attr}", value, False)
+        self._record("torch.Tensor", vars(torch.Tensor), True)
+        self._record("torch._C.TensorBase", vars(torch._C.TensorBase), True)
+        self.settings = settings.default
+        self._record("hypothesis.settings", vars(settings), True)
+        self._record("hypothesis.settings.default", vars(self.settings), True)
+        self._record("hypothesis profiles", settings._profiles, False)
         self.functions = [
             (f"{where}.{key}", f)
-            for where, namespace, keys, _ in self.seen
-            for key in keys
-            for f in _functions(namespace.get(key))
+            for where, _, copy, _ in self.seen
+            for key, value in copy.items()
+            for f in _functions(value)
         ]
         fns = [f for _, f in self.functions]
         self.codes, self.defaults = list(map(_CODE, fns)), list(map(_DEFAULTS, fns))
         self.cells = [
-            (name, cell, cell.cell_contents)
+            (name, cell)
             for name, f in self.functions
             for cell in f.__closure__ or ()
             if _filled(cell)
         ]
+        self.contents = [cell.cell_contents for _, cell in self.cells]
         self.kwdefaults = [
-            (name, f.__kwdefaults__, dict(f.__kwdefaults__))
-            for name, f in self.functions
-            if f.__kwdefaults__
+            (name, f.__kwdefaults__) for name, f in self.functions if f.__kwdefaults__
         ]
+        self.kwdefaults_saved = [dict(d) for _, d in self.kwdefaults]
         self.operators = len(observe._INFO)
         self.operator_entries = list(observe._INFO.items())
 
-    def _record(self, where: str, namespace) -> None:
-        keys = [k for k in namespace if k != "_cached_database"]  # Hypothesis fills it lazily
-        if keys:
-            values = operator.itemgetter(*keys)(namespace)
-            self.seen.append((where, namespace, keys, values if len(keys) > 1 else (values,)))
+    def _record(self, where: str, namespace, is_class: bool) -> None:
+        if all(ns is not namespace for _, ns, _, _ in self.seen):  # __builtins__ is everywhere
+            self.seen.append((where, namespace, dict(namespace), is_class))
 
     def changes(self) -> list[str]:
-        """What was replaced or removed since the snapshot: `module.attribute` names, functions
-        whose code, defaults or closure changed, and the counters' or Hypothesis's tables."""
+        """What was replaced or removed since the snapshot: `module.attribute` names (a class's
+        added attributes too), functions whose code, defaults or closure changed, and the
+        counters' or Hypothesis's tables."""
         changed = []
-        for where, namespace, keys, values in self.seen:
-            try:
-                now = operator.itemgetter(*keys)(namespace)
-                same = all(map(operator.is_, now if len(keys) > 1 else (now,), values))
-            except KeyError:  # removed
-                same = False
-            if not same:
-                for key, before in zip(keys, values, strict=True):
-                    after = namespace.get(key, _MISSING)
-                    if after is _MISSING:
-                        changed.append(f"{where}.{key} (removed)")
-                    elif after is not before:
-                        changed.append(f"{where}.{key}")
+        for i, (where, namespace, copy, is_class) in enumerate(self.seen):
+            if _equal(namespace, copy):
+                continue
+            found = [
+                f"{where}.{key}" + (" (removed)" if key not in namespace else "")
+                for key, before in copy.items()
+                if namespace.get(key, _MISSING) is not before and key != "_cached_database"
+            ]
+            if is_class:
+                found += [f"{where}.{key} (added)" for key in namespace if key not in copy]
+            if not found:  # a module's lazy import added a name: compare the whole again
+                self.seen[i] = (where, namespace, dict(namespace), is_class)
+            changed += found
         fns = [f for _, f in self.functions]
-        if not (
-            all(map(operator.is_, map(_CODE, fns), self.codes))
-            and all(map(operator.is_, map(_DEFAULTS, fns), self.defaults))
-        ):
+        if list(map(_CODE, fns)) != self.codes or list(map(_DEFAULTS, fns)) != self.defaults:
             for (name, f), code, defaults in zip(
                 self.functions, self.codes, self.defaults, strict=True
             ):
@@ -423,12 +419,18 @@ class JudgeSnapshot:
                     changed.append(f"{name}.__code__")
                 if f.__defaults__ is not defaults:
                     changed.append(f"{name}.__defaults__")
-        for name, cell, contents in self.cells:
-            if not _filled(cell) or cell.cell_contents is not contents:
-                changed.append(f"{name} (a variable of its closure)")
-        for name, kwdefaults, before in self.kwdefaults:
-            if kwdefaults != before or any(kwdefaults[k] is not v for k, v in before.items()):
-                changed.append(f"{name}.__kwdefaults__")
+        if not _equal([c for _, c in self.cells], self.contents, _CONTENTS):
+            changed += [
+                f"{name} (a variable of its closure)"
+                for (name, cell), before in zip(self.cells, self.contents, strict=True)
+                if not _filled(cell) or cell.cell_contents is not before
+            ]
+        if not _equal([d for _, d in self.kwdefaults], self.kwdefaults_saved):
+            changed += [
+                f"{name}.__kwdefaults__"
+                for (name, now), before in zip(self.kwdefaults, self.kwdefaults_saved, strict=True)
+                if now.keys() != before.keys() or any(now[k] is not v for k, v in before.items())
+            ]
         if settings.default is not self.settings:
             changed.append("hypothesis.settings.default")
         changed += self._operator_table()
@@ -448,6 +450,17 @@ class JudgeSnapshot:
             self.operator_entries.append((key, info))
         self.operators = len(table)
         return []
+
+
+def _equal(now, before, read=None) -> bool:
+    """`now == before` at C speed (identical items are equal without being compared); False
+    when an item's own comparison fails or is not a plain bool (a tensor's)."""
+    try:
+        if read is not None:
+            now = list(map(read, now))
+        return bool(now == before)
+    except Exception:  # noqa: BLE001 - an empty cell, a tensor compared elementwise
+        return False
 
 
 def _filled(cell) -> bool:

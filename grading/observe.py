@@ -32,7 +32,7 @@ import os
 import sys
 import threading
 from collections import defaultdict
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -404,31 +404,36 @@ def _starts() -> list:
 
 
 _STARTS = _starts()  # the real functions, taken before any implementation is imported
+_CONCURRENCY = _concurrency_patches()
 
 
 @contextmanager
-def _patched(target, replacements: dict):
-    """Set attributes of `target` for the duration, then put the originals back."""
-    namespace = vars(target)
-    saved = {name: namespace[name] for name in replacements if name in namespace}
-    for name, value in replacements.items():
-        setattr(target, name, value)
+def _patched(patches: list):
+    """Set attributes ((target, {name: value}) each) for the duration, then put the originals
+    back."""
+    saved = []
     try:
+        for target, replacements in patches:
+            namespace = vars(target)
+            for name, value in replacements.items():
+                saved.append((target, name, namespace.get(name, _MISSING)))
+                setattr(target, name, value)
         yield
     finally:
-        for name in replacements:
-            if name in saved:
-                setattr(target, name, saved[name])
-            else:
+        for target, name, value in reversed(saved):
+            if value is _MISSING:
                 delattr(target, name)
+            else:
+                setattr(target, name, value)
+
+
+_MISSING = object()
 
 
 @contextmanager
 def no_threads_or_processes():
     """Refuse starting threads and processes in the block (an implementation's import)."""
-    with ExitStack() as stack:
-        for target, replacements in _concurrency_patches():
-            stack.enter_context(_patched(target, replacements))
+    with _patched(_CONCURRENCY):
         yield
 
 
@@ -481,9 +486,6 @@ def observing():
     """Run the block under every counter; yields the Observation it fills."""
     seen = Observation()
     counters = _Counters(seen)
-    with ExitStack() as stack:
-        patches = _off_the_books_patches(_REAL_TENSOR_METHODS, seen) + _concurrency_patches()
-        for target, replacements in patches + _triton_patches(seen, counters):
-            stack.enter_context(_patched(target, replacements))
-        stack.enter_context(counters)
+    patches = _off_the_books_patches(_REAL_TENSOR_METHODS, seen) + _CONCURRENCY
+    with _patched(patches + _triton_patches(seen, counters)), counters:
         yield seen

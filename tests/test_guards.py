@@ -112,7 +112,28 @@ _SEEN = {}
 def remembered(x):
     if x.shape not in _SEEN:
         _SEEN[x.shape] = x @ x.T
-    return _SEEN[x.shape]
+    return _SEEN[x.shape].clone()
+
+
+def the_same_buffer(x):
+    out = _SEEN.setdefault("out", torch.empty(x.shape[0], x.shape[0]))
+    return torch.mm(x, x.T, out=out)
+
+
+_BY_IDENTITY = {}
+
+
+def by_identity(x):
+    key = (id(x), x._version)
+    if key not in _BY_IDENTITY:
+        _BY_IDENTITY[key] = x @ x.T
+    return _BY_IDENTITY[key].clone()
+
+
+def by_id_only(x):
+    if id(x) not in _BY_IDENTITY:
+        _BY_IDENTITY[id(x)] = x @ x.T
+    return _BY_IDENTITY[id(x)].clone()
 '''
 STUB = """
 def scale(x, factor=2.0, *, out_dtype=None): ...
@@ -124,6 +145,9 @@ def matmul(a, b): ...
 def outer(a, b): ...
 def halve(x): ...
 def remembered(x): ...
+def the_same_buffer(x): ...
+def by_identity(x): ...
+def by_id_only(x): ...
 class Box: ...
 class Refused(ValueError): ...
 """
@@ -193,6 +217,15 @@ def test_cost_helpers_read_the_always_on_counters(guarded):
 def test_an_answer_kept_from_an_earlier_call_is_caught(guarded):
     with pytest.raises(GuardFailure, match="answers from memory: remembered returned the very"):
         count_flops(guarded.remembered, torch.randn(4, 4))
+    with pytest.raises(GuardFailure, match="on the very same tensors"):  # keyed on id + version
+        count_flops(guarded.by_identity, torch.randn(40, 40))
+    with pytest.raises(GuardFailure, match="answers from memory: by_id_only"):
+        count_flops(guarded.by_id_only, torch.randn(40, 40))
+
+
+def test_two_results_in_one_buffer_are_aliasing(guarded):
+    with pytest.raises(GuardFailure, match="aliasing: the_same_buffer returned the same tensor"):
+        count_flops(guarded.the_same_buffer, torch.randn(4, 4))
 
 
 def test_the_judge_snapshot_sees_a_replaced_function(monkeypatch):
