@@ -74,6 +74,12 @@ def _float_leaves(value: Any) -> list[torch.Tensor]:
     return []
 
 
+def _aliased(a: Any, b: Any) -> bool:
+    """Some tensor of one result shares its memory with a tensor of the other."""
+    first = {t.untyped_storage().data_ptr() for t in _float_leaves(a) if t.numel()}
+    return any(t.untyped_storage().data_ptr() in first for t in _float_leaves(b))
+
+
 def _same_result(a: Any, b: Any) -> bool:
     """Both results hold floating-point tensors, and they are identical, bit for bit."""
     first, second = _float_leaves(a), _float_leaves(b)
@@ -92,9 +98,12 @@ def measure(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Obs
     A guarded function of the implementation (module level, so that calling it again changes
     nothing) is called again on fresh values of the same shapes. An answer that comes from a
     memory of earlier calls shows: the fresh call costs more than twice as much, or returns the
-    very same numbers. When the function is given the shared model, a third call on the fresh
-    values runs with every counter off; the model, which logs its own calls, must be called the
-    same way as under the counters.
+    very same numbers. Then it is called on those same tensors again (a memory keyed on the
+    tensors themselves costs nothing there), and once more after they are changed in place (a
+    memory keyed on their identity answers with stale numbers). When the function is given the
+    shared model, a call on the fresh values runs with every counter off instead; the model,
+    which logs its own calls, must be called the same way as under the counters. Two results
+    that are one tensor are reported as aliasing.
     """
     guard = getattr(fn, "__guard__", None)
     if guard is None:
@@ -119,11 +128,18 @@ def measure(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Obs
             f"{fresh.flops:,} ({fresh.largest.numel:,}) on fresh values of the same shapes: the "
             "cheap answer was remembered from earlier work. Compute every answer when asked"
         )
+    if _aliased(result, fresh_result):
+        raise GuardFailure(
+            f"aliasing: {fn.__name__} returned the same tensor (the same memory) from two calls, "
+            "so the second call overwrote the first answer; return a new tensor from each call"
+        )
     if inputs_changed and _same_result(result, fresh_result):
         raise GuardFailure(
             f"answers from memory: {fn.__name__} returned the very same numbers for fresh input "
             "values of the same shapes; compute every answer from the values it is given"
         )
+    if inputs_changed and not models:
+        _no_memory_of_the_tensors(fn, guard, fresh, fresh_result, fresh_args, fresh_kwargs, gen)
     if models:
         observed = _model_log(models, start)
         start = [len(m.calls) for m in models]
@@ -136,6 +152,34 @@ def measure(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Obs
                 f"{observed[:6]} under the counters. Every call is measured the same way"
             )
     return result, seen
+
+
+def _no_memory_of_the_tensors(fn, guard, fresh, fresh_result, args, kwargs, gen) -> None:
+    """Call `fn` on the same tensors again, then after changing them in place: the first must
+    cost what computing costs, the second must give new numbers."""
+    __tracebackhide__ = True
+    fn(*args, **kwargs)
+    again = guard.last
+    if fresh.work > 2 * again.work + 1000:
+        raise GuardFailure(
+            f"answers from memory: {fn.__name__} did {fresh.work:,} units of work on some tensors "
+            f"but {again.work:,} when called again on the very same tensors: the answer was "
+            "remembered (by the tensors' identity, say). Compute every answer when asked"
+        )
+    inputs = list(args) + list(kwargs.values())
+    numbers = [t.clone() for t in _float_leaves(fresh_result)]  # it may share the inputs' memory
+    for before, after in zip(
+        _float_leaves(inputs), _float_leaves(_fresh(inputs, gen)), strict=True
+    ):
+        before.copy_(after)  # in place: the same tensors, with new values
+    changed = fn(*args, **kwargs)
+    if _same_result(numbers, changed):
+        raise GuardFailure(
+            f"answers from memory: {fn.__name__} returned the very same numbers after its input "
+            "tensors were changed in place; a memory keyed on a tensor's identity (id, data "
+            "pointer or version) answers with stale numbers. Compute every answer from the values "
+            "it is given"
+        )
 
 
 def count_flops(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, int]:

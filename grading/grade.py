@@ -29,6 +29,7 @@ from pathlib import Path
 
 from grading.impl import REPO_ROOT, kata_names
 from grading.sandbox import KataRun, run_kata
+from grading.source_check import check_source
 
 TEST_TIMEOUT = 120.0  # seconds one test may take before it is stopped
 
@@ -108,6 +109,10 @@ def grade_one(
     (`parts`) in place of the stubs."""
     if file is None:
         return kata_report(None)
+    if refused := [r for f in {file, *(parts or {}).values()} for r in check_source(f)]:
+        return kata_report(
+            KataRun(kata, reason=f"refused by the source check: {'; '.join(refused)}")
+        )
     with tempfile.TemporaryDirectory(prefix=f"grade-{kata}-") as tmp:
         run = run_kata(
             kata, file, Path(tmp) / "run", seed=seed, timeout=timeout,

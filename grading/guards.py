@@ -9,16 +9,21 @@ implementation's calls into itself pass straight through):
 - fails if the call changed a tensor it was given (also inside lists, tuples and dicts), naming
   the function and the argument;
 - fails if the call ran an operator its kata forbids, or (for a kernel task) launched no Triton
-  kernel (`grading.rules`);
-- fails if the call ran the shared model with grad mode on (an autograd graph per token).
+  kernel, or did more work than the function's budget allows (`grading.rules`);
+- fails if the call ran the shared model with grad mode on (an autograd graph per token);
+- fails if the result holds a tensor of another type than `torch.Tensor` (a subclass can make
+  any comparison come out equal);
+- fails if the judge (see below) was changed during the call, so that a patch that undoes
+  itself before the test ends is seen too.
 
 The wrappers are transparent: `functools.wraps` keeps names, docstrings and signatures, classes
 stay the same classes (isinstance, dataclasses and exceptions behave as before), and exceptions
 the implementation raises pass through unchanged, traceback included.
 
 `JudgeSnapshot` records what judges (the `grading` modules, the test modules, the PyTorch
-functions the oracles and counters use) before the implementation is imported; after each test
-`changes()` lists whatever was replaced since.
+functions the oracles and counters use, the counters' operator table, Hypothesis's settings)
+before the implementation is imported; after each guarded call and each test `changes()` lists
+whatever was replaced since: an attribute, or a function's code, defaults or closure.
 """
 
 from __future__ import annotations
@@ -26,13 +31,16 @@ from __future__ import annotations
 import ast
 import functools
 import inspect
+import operator
 import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import torch
+from hypothesis import settings
 
+from grading import observe
 from grading.model import TinyLlama
 from grading.observe import Observation, observing
 from grading.rules import Rule, rules_for
@@ -96,9 +104,10 @@ def _describe(args: tuple, kwargs: dict) -> str:
 class Guard:
     """The guards of one loaded implementation (one per test module)."""
 
-    def __init__(self, kata: str, rules: dict[str, Rule]) -> None:
+    def __init__(self, kata: str, rules: dict[str, Rule], judge: JudgeSnapshot | None) -> None:
         self.kata = kata
         self.rules = rules
+        self.judge = judge  # checked after every outermost call
         self.depth = 0  # > 0 while a guarded call runs: inner calls pass straight through
         self.last = Observation()  # what the latest outermost call did
         self.probed: dict[str, str | None] = {}  # each probe's verdict, run once per function
@@ -159,9 +168,13 @@ class Guard:
             raise
         finally:
             self.depth -= 1
+            self._judge_unchanged(qualname)
         self.last = seen
         self._check(qualname, seen, saved, zip(models, calls_before, strict=True))
+        _plain_tensors(qualname, result)
         rule = self.rules.get(qualname, Rule())
+        if rule.budget is not None:
+            _within_budget(qualname, seen, rule.budget(bound), _describe(args[method:], kwargs))
         if rule.probe is not None:
             if qualname not in self.probed:
                 self.depth += 1
@@ -172,6 +185,12 @@ class Guard:
             if self.probed[qualname]:
                 raise GuardFailure(self.probed[qualname])
         return result
+
+    def _judge_unchanged(self, qualname: str) -> None:
+        __tracebackhide__ = True
+        changed = self.judge.changes() if self.judge is not None else []
+        if changed:
+            raise GuardFailure(judge_changed(changed, f"during a call of {qualname}"))
 
     def _check(self, qualname: str, seen: Observation, saved: list, model_logs) -> None:
         """Fail unless the call left its inputs alone and kept to the rules."""
@@ -203,9 +222,47 @@ class Guard:
                 )
 
 
-def guard_module(kata: str, module: ModuleType, stub: Path) -> Guard:
-    """Wrap, in `module` itself, every function and class method of the kata's API."""
-    guard = Guard(kata, rules_for(kata))
+def _plain_tensors(qualname: str, result: Any) -> None:
+    """Fail unless every tensor in the result is exactly a torch.Tensor."""
+    __tracebackhide__ = True
+    for label, t in _tensors(result, "result"):
+        if type(t) is not torch.Tensor:
+            raise GuardFailure(
+                f"not a plain tensor: {qualname} returned a {type(t).__module__}."
+                f"{type(t).__qualname__} as `{label}`; results must be torch.Tensor itself (a "
+                "subclass can change how the tests compare it). Return the tensor you computed"
+            )
+
+
+def _within_budget(qualname: str, seen: Observation, budget, call: str) -> None:
+    """Fail when the call did more work than its budget (grading.rules)."""
+    __tracebackhide__ = True
+    if seen.work > budget.work:
+        raise GuardFailure(
+            f"over budget: {qualname}({call}) did {seen.work:,} units of work (FLOPs of products "
+            f"plus every element PyTorch operators read and wrote; {seen.flops:,} FLOPs), more "
+            f"than the {budget.work:,} its budget allows: {budget.what}. Every call is held to "
+            "the cost the README states, measured or not; elementwise products and sums count "
+            "too"
+        )
+
+
+def judge_changed(changed: list[str], when: str) -> str:
+    """The message for a judge changed by the implementation."""
+    more = " ..." if len(changed) > 5 else ""
+    return (
+        f"the judge was changed {when}: the implementation replaced {', '.join(changed[:5])}"
+        f"{more}. A solution may not patch the test harness (grading), the tests, Hypothesis's "
+        "settings or the PyTorch functions they use"
+    )
+
+
+def guard_module(
+    kata: str, module: ModuleType, stub: Path, judge: JudgeSnapshot | None = None
+) -> Guard:
+    """Wrap, in `module` itself, every function and class method of the kata's API; `judge`,
+    when given, is checked after every call."""
+    guard = Guard(kata, rules_for(kata), judge)
     for name in api_names(stub):
         obj = getattr(module, name, None)
         if inspect.isclass(obj):
@@ -264,36 +321,151 @@ def _judge_modules(extra: list[ModuleType]) -> list[ModuleType]:
     return [sys.modules[n] for n in names if sys.modules.get(n) is not None] + extra
 
 
+_MISSING = object()
+_CODE = operator.attrgetter("__code__")
+_DEFAULTS = operator.attrgetter("__defaults__")
+_CONTENTS = operator.attrgetter("cell_contents")
+
+
+def _functions(value: Any) -> list:
+    """The Python functions behind a namespace entry: a function, a static or class method's,
+    a property's accessors."""
+    if inspect.isfunction(value):
+        return [value]
+    if isinstance(value, (staticmethod, classmethod)) and inspect.isfunction(value.__func__):
+        return [value.__func__]
+    if isinstance(value, property):
+        return [f for f in (value.fget, value.fset, value.fdel) if inspect.isfunction(f)]
+    return []
+
+
 class JudgeSnapshot:
-    """Every attribute of the judging modules (and of the classes they define), by identity."""
+    """Every attribute of the judging modules (and of the classes they define), by identity; the
+    code, defaults and closures of every function among them; the counters' operator table; and
+    Hypothesis's active settings.
+
+    `changes()` runs after every guarded call, so each part is first compared whole, at C speed
+    (a dict or list compares its items by identity first); only a difference is looked into."""
 
     def __init__(self, test_modules: list[ModuleType]) -> None:
         with observing():  # entering the counters once makes PyTorch finish its lazy imports
             torch.zeros(1).sum()
-        self.seen: dict[tuple[str, str], tuple[dict, dict[str, int]]] = {}
+        self.seen: list[tuple[str, Any, dict, bool]] = []  # (where, namespace, copy, is a class)
         for module in _judge_modules(test_modules):
-            self._record(module.__name__, vars(module))
+            self._record(module.__name__, vars(module), False)
+            if module.__name__ in _TORCH_JUDGES:
+                continue  # their classes (torch.FloatTensor, ...) judge nothing
             for attr, value in list(vars(module).items()):
                 if isinstance(value, type) and value.__module__ == module.__name__:
-                    self._record(f"{module.__name__}.{attr}", vars(value))
-                elif isinstance(value, dict) and module.__name__.startswith("grading"):
-                    self._record(f"{module.__name__}.{attr}", value)
-        self._record("torch.Tensor", vars(torch.Tensor))
-        self._record("torch._C.TensorBase", vars(torch._C.TensorBase))
+                    self._record(f"{module.__name__}.{attr}", vars(value), True)
+                elif isinstance(value, dict) and value is not observe._INFO:  # _INFO: below
+                    self._record(f"{module.__name__}.{attr}", value, False)
+        self._record("torch.Tensor", vars(torch.Tensor), True)
+        self._record("torch._C.TensorBase", vars(torch._C.TensorBase), True)
+        self.settings = settings.default
+        self._record("hypothesis.settings", vars(settings), True)
+        self._record("hypothesis.settings.default", vars(self.settings), True)
+        self._record("hypothesis profiles", settings._profiles, False)
+        self.functions = [
+            (f"{where}.{key}", f)
+            for where, _, copy, _ in self.seen
+            for key, value in copy.items()
+            for f in _functions(value)
+        ]
+        fns = [f for _, f in self.functions]
+        self.codes, self.defaults = list(map(_CODE, fns)), list(map(_DEFAULTS, fns))
+        self.cells = [
+            (name, cell)
+            for name, f in self.functions
+            for cell in f.__closure__ or ()
+            if _filled(cell)
+        ]
+        self.contents = [cell.cell_contents for _, cell in self.cells]
+        self.kwdefaults = [
+            (name, f.__kwdefaults__) for name, f in self.functions if f.__kwdefaults__
+        ]
+        self.kwdefaults_saved = [dict(d) for _, d in self.kwdefaults]
+        self.operators = len(observe._INFO)
+        self.operator_entries = list(observe._INFO.items())
 
-    def _record(self, where: str, namespace) -> None:
-        self.seen[where, ""] = (namespace, {k: id(v) for k, v in list(namespace.items())})
+    def _record(self, where: str, namespace, is_class: bool) -> None:
+        if all(ns is not namespace for _, ns, _, _ in self.seen):  # __builtins__ is everywhere
+            self.seen.append((where, namespace, dict(namespace), is_class))
 
     def changes(self) -> list[str]:
-        """What was replaced or removed since the snapshot, as `module.attribute` names."""
+        """What was replaced or removed since the snapshot: `module.attribute` names (a class's
+        added attributes too), functions whose code, defaults or closure changed, and the
+        counters' or Hypothesis's tables."""
         changed = []
-        for (where, _), (namespace, ids) in self.seen.items():
-            for key, ident in ids.items():
-                try:
-                    now = namespace[key]
-                except KeyError:
-                    changed.append(f"{where}.{key} (removed)")
-                    continue
-                if id(now) != ident:
-                    changed.append(f"{where}.{key}")
+        for i, (where, namespace, copy, is_class) in enumerate(self.seen):
+            if _equal(namespace, copy):
+                continue
+            found = [
+                f"{where}.{key}" + (" (removed)" if key not in namespace else "")
+                for key, before in copy.items()
+                if namespace.get(key, _MISSING) is not before and key != "_cached_database"
+            ]
+            if is_class:
+                found += [f"{where}.{key} (added)" for key in namespace if key not in copy]
+            if not found:  # a module's lazy import added a name: compare the whole again
+                self.seen[i] = (where, namespace, dict(namespace), is_class)
+            changed += found
+        fns = [f for _, f in self.functions]
+        if list(map(_CODE, fns)) != self.codes or list(map(_DEFAULTS, fns)) != self.defaults:
+            for (name, f), code, defaults in zip(
+                self.functions, self.codes, self.defaults, strict=True
+            ):
+                if f.__code__ is not code:
+                    changed.append(f"{name}.__code__")
+                if f.__defaults__ is not defaults:
+                    changed.append(f"{name}.__defaults__")
+        if not _equal([c for _, c in self.cells], self.contents, _CONTENTS):
+            changed += [
+                f"{name} (a variable of its closure)"
+                for (name, cell), before in zip(self.cells, self.contents, strict=True)
+                if not _filled(cell) or cell.cell_contents is not before
+            ]
+        if not _equal([d for _, d in self.kwdefaults], self.kwdefaults_saved):
+            changed += [
+                f"{name}.__kwdefaults__"
+                for (name, now), before in zip(self.kwdefaults, self.kwdefaults_saved, strict=True)
+                if now.keys() != before.keys() or any(now[k] is not v for k, v in before.items())
+            ]
+        if settings.default is not self.settings:
+            changed.append("hypothesis.settings.default")
+        changed += self._operator_table()
         return changed
+
+    def _operator_table(self) -> list[str]:
+        """The counters' table of operators: old entries unchanged, new ones what the counters
+        themselves would have written (each checked once)."""
+        table = observe._INFO
+        if len(table) < self.operators or not all(
+            table.get(key) is info for key, info in self.operator_entries
+        ):
+            return ["grading.observe._INFO (the counters' table of operators)"]
+        for key, info in list(table.items())[self.operators :]:
+            if key != id(info.op) or info != observe.operator_info(info.op):
+                return [f"grading.observe._INFO (the entry of {info.name})"]
+            self.operator_entries.append((key, info))
+        self.operators = len(table)
+        return []
+
+
+def _equal(now, before, read=None) -> bool:
+    """`now == before` at C speed (identical items are equal without being compared); False
+    when an item's own comparison fails or is not a plain bool (a tensor's)."""
+    try:
+        if read is not None:
+            now = list(map(read, now))
+        return bool(now == before)
+    except Exception:  # noqa: BLE001 - an empty cell, a tensor compared elementwise
+        return False
+
+
+def _filled(cell) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 - an empty cell raises
+    except ValueError:
+        return False
+    return True

@@ -62,8 +62,11 @@ def load_module(path: Path, name: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     # Registered so that dataclasses, pickling and typing inside the file can find their module.
     sys.modules[name] = module
+    from grading.observe import no_threads_or_processes  # imports torch: only when loading
+
     try:
-        spec.loader.exec_module(module)
+        with no_threads_or_processes():  # a thread started now would work unobserved later
+            spec.loader.exec_module(module)
     except Exception as exc:
         del sys.modules[name]
         raise ImplError(f"importing {path} failed: {type(exc).__name__}: {exc}") from exc

@@ -9,9 +9,15 @@
 - the names of the PyTorch operators that ran, so a kata can forbid some (fused attention, say);
 - the Triton kernels launched, with their grids and, under Triton's interpreter, how many
   elements each program loaded;
-- work taken off the books: `.numpy()`, `__array__` (what NumPy calls to read a tensor),
-  `__dlpack__` and `.tolist()` of a large floating-point tensor fail at once, since no counter
-  sees what happens to the numbers afterwards.
+- the work of every operator: the elements it reads plus the elements it writes (with the FLOPs
+  of the products above, `Observation.work`), so elementwise arithmetic and reductions cost
+  something too;
+- work taken off the books: `.numpy()`, `__array__` (what NumPy calls to read a tensor), DLPack
+  export, bit-casting floating-point data to integers, and `.tolist()` of more than
+  `TOLIST_LIMIT` floating-point elements in one call (in one piece or in many) fail at once,
+  since no counter sees what happens to the numbers afterwards;
+- work in other threads or processes, where no counter is on: starting a thread or a process
+  fails at once.
 
 The same counters run whether a test measures cost or only checks a result, so an
 implementation cannot tell the two apart.
@@ -19,10 +25,14 @@ implementation cannot tell the two apart.
 
 from __future__ import annotations
 
+import _thread
+import importlib.util
 import math
+import os
 import sys
+import threading
 from collections import defaultdict
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -30,15 +40,26 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import flop_registry, shape_wrapper
 
-# A floating-point tensor larger than this may not be turned into a Python list inside an
-# implementation: the arithmetic that follows would run where no counter sees it. Token ids and
-# other integer tensors (the batching and speculative-decoding katas read them) are not limited,
-# nor are `.item()` calls.
+# No more floating-point elements than this may be turned into Python lists in one call of an
+# implementation, in one piece or in many: the arithmetic that follows would run where no counter
+# sees it. Token ids and other integer tensors (the batching and speculative-decoding katas read
+# them) are not limited, nor are `.item()` calls.
 TOLIST_LIMIT = 256
 
 
 class OffTheBooks(AssertionError):
     """The implementation moved tensor data out of PyTorch, where no cost counter sees it."""
+
+
+def _package_dir(name: str) -> str | None:
+    spec = importlib.util.find_spec(name)
+    origin = spec.origin if spec is not None else None
+    return os.path.dirname(origin) + os.sep if origin else None
+
+
+# The libraries whose own code may read tensors into NumPy or start threads (printing a tensor,
+# Triton's interpreter and compiler), found by the files their code lives in.
+_LIBRARIES = tuple(d for d in map(_package_dir, ("torch", "triton", "numpy")) if d)
 
 
 def _cpu_attention_flops(query_shape, key_shape, value_shape, *args, **kwargs) -> int:
@@ -103,8 +124,16 @@ class Observation:
     largest: TensorRecord = field(default_factory=TensorRecord)
     multiplies: int = 0  # elementwise products (mul and friends): FLOPs count them as zero
     written: int = 0  # elements every (non-view) op produced, summed: elementwise work too
+    read: int = 0  # elements every (non-view) op was given, summed: what reductions do
     ops: set[str] = field(default_factory=set)  # operator names, e.g. "mm", "softmax"
     launches: list[Launch] = field(default_factory=list)
+    listed: int = 0  # floating-point elements turned into Python lists (.tolist())
+
+    @property
+    def work(self) -> int:
+        """All the arithmetic PyTorch did: FLOPs of products, plus every element each operator
+        read and wrote (a broadcast product summed away costs its full size here)."""
+        return self.flops + self.read + self.written
 
 
 class _Counters(TorchDispatchMode):
@@ -136,6 +165,13 @@ class _Counters(TorchDispatchMode):
             raise exc.with_traceback(None) from exc.__cause__
         if self.paused:
             return out
+        if func is _BITCAST and args[0].is_floating_point() and not out.is_floating_point():
+            raise OffTheBooks(
+                f"off the books: the implementation bit-cast a {args[0].dtype} tensor of shape "
+                f"{tuple(args[0].shape)} to {out.dtype}; integers made of floating-point bits "
+                "carry the numbers out of sight of the cost counters. Compute with PyTorch "
+                "operations on the floating-point values"
+            )
         seen = self.seen
         seen.ops.add(info.name)
         if info.name in _PRODUCTS and isinstance(out, torch.Tensor):
@@ -148,6 +184,7 @@ class _Counters(TorchDispatchMode):
         elif info.formula is not None:
             seen.flops += int(info.formula(*args, **kwargs, out_val=out))
         if not info.view:
+            seen.read += _elements(args) + (_elements(kwargs.values()) if kwargs else 0)
             for t in (out,) if isinstance(out, torch.Tensor) else tree_leaves(out):
                 if isinstance(t, torch.Tensor):
                     seen.written += t.numel()
@@ -169,6 +206,7 @@ class _OpInfo:
     metadata: bool  # asks for sizes or strides: no work
     decomposes: bool  # no formula, but a decomposition into operators that may have one
     view: bool  # allocates nothing
+    op: object  # the operator itself (the judge checks this entry against it)
 
 
 # Elementwise products: every expert applied to every token by broadcasting is one of these,
@@ -177,6 +215,18 @@ _PRODUCTS = frozenset({"mul", "mul_", "addcmul", "addcmul_", "div", "div_", "add
 # Products the FLOP formulas also score as zero, counted by their inputs: (m, n) x (n,) is m·n.
 _VECTOR_PRODUCTS = {"mv": 0, "addmv": 1, "dot": 0, "vdot": 0}
 _INFO: dict[int, _OpInfo] = {}  # by id(operator): an operator's own hash is slow Python
+_BITCAST = torch.ops.aten.view.dtype
+
+
+def _elements(args) -> int:
+    """Elements of the tensors among an operator's arguments (also in a list, as cat takes)."""
+    total = 0
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            total += a.numel()
+        elif isinstance(a, (list, tuple)):
+            total += sum(t.numel() for t in a if isinstance(t, torch.Tensor))
+    return total
 
 
 def _shapes(x):
@@ -189,6 +239,12 @@ def _shapes(x):
 
 
 def _op_info(func) -> _OpInfo:
+    """What the counters need to know of an operator, worked out once and kept in _INFO."""
+    info = _INFO[id(func)] = operator_info(func)
+    return info
+
+
+def operator_info(func) -> _OpInfo:
     packet = func._overloadpacket
     formula = FORMULAS.get(packet)
     on_shapes = None
@@ -197,21 +253,27 @@ def _op_info(func) -> _OpInfo:
     decomposes = formula is None and torch._C._dispatch_has_kernel_for_dispatch_key(
         func.name(), torch._C.DispatchKey.CompositeImplicitAutograd
     )
-    info = _OpInfo(
-        packet.__name__, formula, on_shapes, func in _METADATA_OPS, decomposes, func.is_view
+    return _OpInfo(
+        packet.__name__, formula, on_shapes, func in _METADATA_OPS, decomposes, func.is_view, func
     )
-    _INFO[id(func)] = info
-    return info
 
 
-def _called_from_library() -> bool:
-    """True when the caller two frames up is PyTorch, Triton or NumPy itself (printing a tensor,
-    Triton's interpreter), not the implementation."""
-    name = sys._getframe(2).f_globals.get("__name__", "")
-    return name.split(".")[0] in ("torch", "triton", "numpy")
+def _called_from_library(depth: int = 2) -> bool:
+    """True when the caller `depth` frames up is PyTorch, Triton or NumPy itself (printing a
+    tensor, Triton's interpreter and compiler), not the implementation: its code lives in the
+    library's files and runs in the namespace of the library module loaded from that file (a
+    module name alone can be forged by `exec`)."""
+    frame = sys._getframe(depth)
+    path = frame.f_code.co_filename
+    if not path.startswith(_LIBRARIES):
+        return False
+    module = sys.modules.get(frame.f_globals.get("__name__", ""))
+    return module is not None and vars(module) is frame.f_globals and module.__file__ == path
 
 
-def _off_the_books_patches(real: dict) -> dict:
+def _off_the_books_patches(real: dict, seen: Observation) -> dict:
+    """Replacements for the tensor methods that hand data out of PyTorch, for one call."""
+
     def numpy(self, *args, **kwargs):
         if not _called_from_library():
             raise OffTheBooks(
@@ -231,17 +293,14 @@ def _off_the_books_patches(real: dict) -> dict:
         return real["__array__"](self, *args, **kwargs)
 
     def tolist(self):
-        if (
-            (self.is_floating_point() or self.is_complex())
-            and self.numel() > TOLIST_LIMIT
-            and not _called_from_library()
-        ):
-            raise OffTheBooks(
-                f"off the books: the implementation called .tolist() on a {self.dtype} tensor of "
-                f"{self.numel()} elements (more than {TOLIST_LIMIT}); arithmetic on Python lists "
-                "is invisible to the cost counters. Compute with PyTorch operations"
-            )
+        if (self.is_floating_point() or self.is_complex()) and not _called_from_library():
+            _listed(seen, self.numel(), f"a {self.dtype} tensor of {self.numel()} elements")
         return real["tolist"](self)
+
+    def storage_tolist(self):
+        if not _called_from_library():
+            _listed(seen, self.nbytes(), f"a tensor's storage ({self.nbytes()} bytes)")
+        return real["storage_tolist"](self)
 
     def dlpack(self, *args, **kwargs):
         if not _called_from_library():
@@ -252,29 +311,130 @@ def _off_the_books_patches(real: dict) -> dict:
             )
         return real["__dlpack__"](self, *args, **kwargs)
 
-    return {"numpy": numpy, "__array__": array, "tolist": tolist, "__dlpack__": dlpack}
+    def to_dlpack(tensor, *args, **kwargs):
+        if not _called_from_library():
+            raise OffTheBooks(
+                f"off the books: the implementation exported a tensor of shape "
+                f"{tuple(tensor.shape)} through DLPack (to_dlpack); work done outside PyTorch is "
+                "invisible to the cost counters. Compute with PyTorch operations"
+            )
+        return real["to_dlpack"](tensor, *args, **kwargs)
+
+    # torch._C.TensorBase's own methods cannot be replaced (a built-in type); calling them
+    # directly is refused by grading/source_check.py instead.
+    return [
+        (
+            torch.Tensor,
+            {"numpy": numpy, "tolist": tolist, "__array__": array, "__dlpack__": dlpack},
+        ),
+        (torch.storage._StorageBase, {"tolist": storage_tolist}),
+        (torch.storage.TypedStorage, {"tolist": storage_tolist}),
+        (torch._C, {name: to_dlpack for name in _DLPACK_EXPORTS}),
+        (torch.utils.dlpack, {"to_dlpack": to_dlpack}),
+        (torch, {"to_dlpack": to_dlpack}),
+    ]
 
 
+def _listed(seen: Observation, elements: int, what: str) -> None:
+    """Count floating-point elements turned into a Python list; fail past TOLIST_LIMIT."""
+    seen.listed += elements
+    if seen.listed > TOLIST_LIMIT:
+        raise OffTheBooks(
+            f"off the books: the implementation called .tolist() on {what}, {seen.listed} "
+            f"floating-point elements in this call (more than {TOLIST_LIMIT}, in one piece or "
+            "in many); arithmetic on Python lists is invisible to the cost counters. Compute "
+            "with PyTorch operations"
+        )
+
+
+_DLPACK_EXPORTS = ("_to_dlpack", "_to_dlpack_versioned")
 _REAL_TENSOR_METHODS = {
-    n: getattr(torch.Tensor, n) for n in ("numpy", "__array__", "tolist", "__dlpack__")
+    "numpy": torch._C.TensorBase.numpy,
+    "tolist": torch._C.TensorBase.tolist,
+    "__array__": torch.Tensor.__array__,
+    "__dlpack__": torch.Tensor.__dlpack__,
+    "storage_tolist": torch.storage._StorageBase.tolist,
+    "to_dlpack": torch._C._to_dlpack,
 }
-_GUARDED_TENSOR_METHODS = _off_the_books_patches(_REAL_TENSOR_METHODS)
+
+
+def _concurrency_patches() -> list:
+    """(target, replacements) refusing every way to start a thread or a process."""
+    return [
+        (target, {name: _guarded_start(real, what) for name, real in reals.items()})
+        for target, reals, what in _STARTS
+    ]
+
+
+def _guarded_start(real, what: str):
+    """A stand-in for a way to start a thread or a process: it fails unless a library calls."""
+
+    def refused(*args, **kwargs):
+        if not _called_from_library():
+            raise OffTheBooks(
+                f"threads and processes: the implementation started {what}; its work would run "
+                "where no cost counter is on (the counters watch the calling thread only). Do "
+                "the work in the call itself, with PyTorch operations (they use every core "
+                "already)"
+            )
+        return real(*args, **kwargs)
+
+    return refused
+
+
+def _starts() -> list:
+    """(module or class, {name: function}, what it starts) for every way to start a thread or a
+    process: threading and concurrent.futures start threads through the first three, subprocess
+    and multiprocessing processes through the last three."""
+    import _posixsubprocess
+    import subprocess
+
+    table = [
+        (threading.Thread, ("start",), "a thread"),
+        (threading, ("_start_new_thread",), "a thread"),
+        (_thread, ("start_new_thread", "start_new"), "a thread"),
+        (os, ("fork", "forkpty", "posix_spawn", "posix_spawnp", "system"), "a process"),
+        (_posixsubprocess, ("fork_exec",), "a process"),
+        (subprocess, ("_fork_exec",), "a process"),
+    ]
+    return [
+        (target, {n: vars(target)[n] for n in names if n in vars(target)}, what)
+        for target, names, what in table
+    ]
+
+
+_STARTS = _starts()  # the real functions, taken before any implementation is imported
+_CONCURRENCY = _concurrency_patches()
 
 
 @contextmanager
-def _patched(target, replacements: dict):
-    """Set attributes of `target` for the duration, then put the originals back."""
-    saved = {name: target.__dict__[name] for name in replacements if name in target.__dict__}
-    for name, value in replacements.items():
-        setattr(target, name, value)
+def _patched(patches: list):
+    """Set attributes ((target, {name: value}) each) for the duration, then put the originals
+    back."""
+    saved = []
     try:
+        for target, replacements in patches:
+            namespace = vars(target)
+            for name, value in replacements.items():
+                saved.append((target, name, namespace.get(name, _MISSING)))
+                setattr(target, name, value)
         yield
     finally:
-        for name in replacements:
-            if name in saved:
-                setattr(target, name, saved[name])
-            else:
+        for target, name, value in reversed(saved):
+            if value is _MISSING:
                 delattr(target, name)
+            else:
+                setattr(target, name, value)
+
+
+_MISSING = object()
+
+
+@contextmanager
+def no_threads_or_processes():
+    """Refuse starting threads and processes in the block (an implementation's import)."""
+    with _patched(_CONCURRENCY):
+        yield
 
 
 def _triton_patches(seen: Observation, counters: _Counters) -> list:
@@ -326,9 +486,6 @@ def observing():
     """Run the block under every counter; yields the Observation it fills."""
     seen = Observation()
     counters = _Counters(seen)
-    with ExitStack() as stack:
-        stack.enter_context(_patched(torch.Tensor, _GUARDED_TENSOR_METHODS))
-        for target, replacements in _triton_patches(seen, counters):
-            stack.enter_context(_patched(target, replacements))
-        stack.enter_context(counters)
+    patches = _off_the_books_patches(_REAL_TENSOR_METHODS, seen) + _CONCURRENCY
+    with _patched(patches + _triton_patches(seen, counters)), counters:
         yield seen

@@ -22,6 +22,7 @@ use_triton_interpreter_without_gpu()
 from grading.figures import FigureLog  # noqa: E402
 from grading.guards import GuardFailure, JudgeSnapshot, guard_module  # noqa: E402
 from grading.impl import KATAS_DIR, ImplError, kata_of, load_impl  # noqa: E402
+from grading.source_check import check_source  # noqa: E402
 
 # dev: the learner's inner loop, derandomised: unchanged code gets the same examples and so the
 # same verdict on every run, and no stored example from another run is replayed.
@@ -52,6 +53,7 @@ _FIGURES = pytest.StashKey[FigureLog]()
 _UNIMPLEMENTED = pytest.StashKey[list]()
 _JUDGE = pytest.StashKey[JudgeSnapshot]()
 _GUARDS = pytest.StashKey[list]()
+_SOURCE = pytest.StashKey[set]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -117,8 +119,10 @@ def impl(request: pytest.FixtureRequest):
         module = load_impl(kata, request.config.getoption("--impl"))
     except ImplError as exc:
         pytest.fail(str(exc), pytrace=False)
-    guard = guard_module(kata, module, KATAS_DIR / kata / "solution.py")
+    judge = request.config.stash.get(_JUDGE, None)
+    guard = guard_module(kata, module, KATAS_DIR / kata / "solution.py", judge)
     request.config.stash.setdefault(_GUARDS, []).append(guard)
+    request.config.stash.setdefault(_SOURCE, set()).update(check_source(module.__file__))
     return module
 
 
@@ -169,6 +173,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 
 
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    refused = config.stash.get(_SOURCE, set())
+    if refused:  # a warning here; grading refuses the file (grading/README.md)
+        terminalreporter.section("source check: grading would refuse this file")
+        for reason in sorted(refused):
+            terminalreporter.write_line(reason)
     unimplemented = config.stash[_UNIMPLEMENTED]
     if unimplemented:
         terminalreporter.section("not implemented yet")

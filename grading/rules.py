@@ -1,8 +1,14 @@
-"""What each kata forbids, and which functions must launch a Triton kernel.
+"""What each kata forbids, which functions must launch a Triton kernel, and what work a call may do.
 
 Keyed by kata, then by the public name the tests call (`"Class.method"` for a method). A new kata
 that needs a rule adds one entry here; every other guard (inputs left alone, counters always on,
 nothing off the books, grad mode, the judge unchanged) applies to every kata without an entry.
+
+A budget bounds the work of every call of a function (FLOPs of products plus the elements every
+PyTorch operator reads and writes, `Observation.work`; a Triton kernel's own work is not
+counted), not only the calls a cost test measures: an implementation cannot save its efficient
+path for the calls it guesses are measured. Budgets are generous (a few times what the reference
+does, plus room for small inputs); the cost tests hold the tighter bounds.
 """
 
 from __future__ import annotations
@@ -31,6 +37,16 @@ FUSED_ATTENTION = frozenset(
 )
 
 
+# Work any call may do, whatever its size (checking the arguments, small tensors).
+ANY_CALL = 1 << 14
+
+
+@dataclass(frozen=True)
+class Budget:
+    work: int  # the most work (FLOPs plus elements read and written) the call may do
+    what: str  # the formula, in the README's words
+
+
 @dataclass(frozen=True)
 class Rule:
     forbidden: frozenset[str] = frozenset()  # PyTorch operators the function may not call
@@ -39,6 +55,88 @@ class Rule:
     # Run once, after the first call that succeeded, with the function and that call's
     # arguments by name: extra calls of the harness's own. Returns what is wrong, or None.
     probe: Callable[[Callable, dict], str | None] | None = None
+    # From the arguments of a call that succeeded, by name: the most work it may do.
+    budget: Callable[[dict], Budget] | None = None
+
+
+def _heads(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int, int, int, int, int]:
+    """(B·H, Nq, Nk, D, Dv) of an attention call."""
+    return q.shape[0] * q.shape[1], q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
+
+
+def _inputs(*tensors: torch.Tensor) -> int:
+    return sum(t.numel() for t in tensors)
+
+
+def outside_kernels(args: dict) -> Budget:
+    """A kernel task: the attention happens in the kernel; PyTorch around it only moves the
+    inputs and the output (a few passes over each), whatever the number of keys."""
+    q, k, v = args["q"], args["k"], args["v"]
+    BH, Nq, Nk, D, Dv = _heads(q, k, v)
+    group = q.shape[1] // max(k.shape[1], 1)  # grouped-query heads read their kv head
+    splits = args.get("num_splits", 1)
+    moved = q.numel() + group * (k.numel() + v.numel()) + splits * BH * Nq * (Dv + 1)
+    return Budget(
+        4 * moved + ANY_CALL,
+        f"outside the kernel, a few passes over the inputs and the output ({moved:,} elements)",
+    )
+
+
+def sliding_window_band(args: dict) -> Budget:
+    """Each query scores at most 2·window keys (chunks of at most `window` queries, the last
+    one padded, of at most 128 queries)."""
+    q, k, v = args["q"], args["k"], args["v"]
+    BH, Nq, Nk, D, Dv = _heads(q, k, v)
+    W = min(args["window"], Nk)
+    band = BH * (Nq + min(W, 128)) * 2 * W
+    return Budget(
+        4 * band * (2 * (D + Dv) + 16) + 32 * _inputs(q, k, v) + ANY_CALL,
+        f"O(Nq · window · D): {band:,} (query, key) pairs in the band",
+    )
+
+
+def allowed_blocks(args: dict) -> Budget:
+    """2 · bs² · (D + Dv) per allowed block and head."""
+    q, k, v = args["q"], args["k"], args["v"]
+    BH, Nq, Nk, D, Dv = _heads(q, k, v)
+    pairs = BH * int(args["block_mask"].sum()) * args["block_size"] ** 2
+    return Budget(
+        8 * pairs * (2 * (D + Dv) + 16) + 32 * _inputs(q, k, v) + ANY_CALL,
+        f"2 · bs² · (D + Dv) per allowed block: {pairs:,} (query, key) pairs",
+    )
+
+
+def linear_in_length(args: dict) -> Budget:
+    """O(N · D · Dv): a D x Dv state per head, and chunks of at most 64 queries."""
+    q, k, v = args["q"], args["k"], args["v"]
+    BH, Nq, Nk, D, Dv = _heads(q, k, v)
+    rows = BH * (Nq + Nk)
+    return Budget(
+        2 * rows * (4 * D * Dv + 64 * (D + Dv + 4)) + ANY_CALL,
+        f"O(N · D · Dv): {rows:,} query and key rows, a {D} x {Dv} state",
+    )
+
+
+def _experts(T: int, d: int, h: int, E: int, k: int) -> Budget:
+    routed = T * k * 3 * 2 * d * h  # three products per routed token
+    weights = 3 * E * d * h  # each expert's weights read once
+    router = 2 * T * d * E
+    return Budget(
+        3 * (routed + weights + router + 16 * T * (d + h) * k) + ANY_CALL,
+        f"the router, then k = {k} experts per token ({T} tokens, {E} experts of {d} x {h})",
+    )
+
+
+def k_experts_per_token(args: dict) -> Budget:
+    x, w1 = args["x"], args["w1"]
+    E, d, h = w1.shape
+    return _experts(x.shape[0], d, h, E, args["k"])
+
+
+def k_experts_of_the_mixture(args: dict) -> Budget:
+    moe, x = args["moe"], args["x"]
+    E, (h, d) = len(moe.experts), moe.experts[0].w1.weight.shape
+    return _experts(x.shape[0], d, h, E, moe.top_k)
 
 
 def spreads_keys_over_programs(split_kv_decode: Callable, args: dict) -> str | None:
@@ -67,13 +165,18 @@ def spreads_keys_over_programs(split_kv_decode: Callable, args: dict) -> str | N
     return None
 
 
-_ATTENTION = Rule(FUSED_ATTENTION, "PyTorch's fused attention does the exercise for you")
-_KERNEL = Rule(FUSED_ATTENTION, "the task is to write the kernel yourself", kernel=True)
+_FUSED = "PyTorch's fused attention does the exercise for you"
+_ATTENTION = Rule(FUSED_ATTENTION, _FUSED)
+_KERNEL = Rule(
+    FUSED_ATTENTION, "the task is to write the kernel yourself", kernel=True,
+    budget=outside_kernels,
+)  # fmt: skip
 _SPLIT_KERNEL = Rule(
     FUSED_ATTENTION,
     "the task is to write the kernel yourself",
     kernel=True,
     probe=spreads_keys_over_programs,
+    budget=outside_kernels,
 )
 
 RULES: dict[str, dict[str, Rule]] = {
@@ -85,12 +188,14 @@ RULES: dict[str, dict[str, Rule]] = {
         "combine_partials": _ATTENTION,
     },
     "efficient_attention": {
-        "sliding_window_attention": _ATTENTION,
-        "block_sparse_attention": _ATTENTION,
-        "linear_attention": _ATTENTION,
+        "sliding_window_attention": Rule(FUSED_ATTENTION, _FUSED, budget=sliding_window_band),
+        "block_sparse_attention": Rule(FUSED_ATTENTION, _FUSED, budget=allowed_blocks),
+        "linear_attention": Rule(FUSED_ATTENTION, _FUSED, budget=linear_in_length),
         "linear_attention_step": _ATTENTION,
         "sliding_window_decode_step": _ATTENTION,
     },
+    "moe": {"moe_forward": Rule(budget=k_experts_per_token)},
+    "serving": {"moe_feed_forward": Rule(budget=k_experts_of_the_mixture)},
 }
 
 

@@ -21,15 +21,17 @@ from grading.mutants import MUTANTS_DIR, mutated_source, read_adversary, read_mu
 KATA = "context_extension"
 ADVERSARIAL = REPO_ROOT / "tests" / "adversarial" / "grading"
 # What each adversarial submission's zero must be explained by (any of the phrases).
+# Those that import what no solution needs are refused before they run (grading/source_check.py).
+REFUSED = "refused by the source check"
 REASONS = {
     "hang": ("hung", "timed out"),
-    "exit_zero": ("ended early",),
-    "segfault": ("crashed",),
+    "exit_zero": ("ended early", REFUSED),
+    "segfault": ("crashed", REFUSED),
     "memory": ("exhausted memory",),
-    "flood": ("flooded the output",),
-    "delete_files": ("broke the grading rules",),
-    "import_reference": ("broke the grading rules",),
-    "spawn_process": ("broke the grading rules",),
+    "flood": ("flooded the output", REFUSED),
+    "delete_files": ("broke the grading rules", REFUSED),
+    "import_reference": ("broke the grading rules", REFUSED),
+    "spawn_process": ("broke the grading rules", REFUSED),
 }
 GRADE = [sys.executable, "-m", "grading.grade"]
 OPTIONS = ["--kata", KATA, "--timeout", "40", "--examples", "3", "--jobs", "2"]
@@ -155,7 +157,7 @@ def test_harness_cheats_score_zero(tmp_path):
     for cheat in cheats:
         entry = report(out, cheat.path.stem)["katas"]["kv_cache"]
         assert entry["score"] == 0.0, f"{cheat.path.stem} scored {entry['score']}"
-        assert entry["reason"].startswith("broke a rule the harness checks"), entry["reason"]
+        assert entry["reason"].startswith(("broke a rule the harness checks", REFUSED)), entry
 
 
 def test_a_single_file_needs_its_kata(tmp_path):

@@ -3,11 +3,13 @@ message, and a guarded implementation behaves exactly like the unguarded one oth
 
 An adversary file has the mutant format of grading/mutants.py (EDITS and REPLACE on the
 reference), plus KATA (the reference it patches), TESTS (the kata tests to run) and EXPECT (a
-piece of the message the guard must print).
+piece of the message the guard must print). One with `CHECK = "source"` is caught before it
+runs, by the static check of grading/source_check.py, which grading applies to every submission.
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import inspect
 import sys
@@ -19,9 +21,10 @@ import torch
 
 from grading.cost import count_flops, largest_tensor, measure
 from grading.guards import GuardFailure, JudgeSnapshot, guard_module
-from grading.impl import REPO_ROOT, load_module
-from grading.mutants import judge, read_adversary
+from grading.impl import REPO_ROOT, kata_names, load_module
+from grading.mutants import judge, read_adversary, write_mutant
 from grading.observe import OffTheBooks
+from grading.source_check import check_source
 
 ADVERSARIES = sorted((REPO_ROOT / "tests" / "adversarial").glob("*.py"))
 
@@ -30,11 +33,46 @@ ADVERSARIES = sorted((REPO_ROOT / "tests" / "adversarial").glob("*.py"))
 def test_each_cheat_fails_with_its_guards_message(path, tmp_path):
     mutant, expect = read_adversary(path)
     assert mutant.doc.startswith("Cheat: "), f"{path.name}: its docstring must start 'Cheat: '"
+    if _check(path) == "source":
+        reasons = check_source(write_mutant(mutant, tmp_path))
+        assert any(expect in reason for reason in reasons), (
+            f"{path.name} should be refused by the source check with {expect!r}: {reasons}"
+        )
+        return
     verdict = judge(mutant, tmp_path, "-x")
     assert verdict.returncode == 1 and expect in verdict.output, (
         f"{path.name} should fail {', '.join(mutant.caught_by)} with {expect!r} "
         f"(exit code {verdict.returncode}):\n{verdict.output[-3000:]}"
     )
+
+
+def _check(path: Path) -> str:
+    """How an adversary is caught: "run" (its kata tests) or "source" (the static check)."""
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "CHECK":
+            return ast.literal_eval(node.value)
+    return "run"
+
+
+def test_the_source_check_refuses_no_reference_and_no_stub():
+    files = [REPO_ROOT / "reference" / f"{k}.py" for k in kata_names()]
+    files += [REPO_ROOT / "katas" / k / "solution.py" for k in kata_names()]
+    refused = {f.name: check_source(f) for f in files if check_source(f)}
+    assert not refused, f"the source check refuses what a solution may do: {refused}"
+
+
+def test_the_source_check_names_each_line(tmp_path):
+    path = tmp_path / "cheat.py"
+    path.write_text(
+        "import threading\nimport torch\n\n\ndef f(x):\n    return eval('x') + f.__code__\n"
+    )
+    assert check_source(path) == [
+        "cheat.py:1: imports `threading`, which is not on the list of allowed modules "
+        '(grading/README.md, "The source check"): threads, processes, native code, the stack or '
+        "the environment are not needed by any kata",
+        "cheat.py:6: `.__code__` reads a function's code object; no solution needs it",
+        "cheat.py:6: `eval` runs code made at run time; no solution needs it",
+    ]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -112,7 +150,28 @@ _SEEN = {}
 def remembered(x):
     if x.shape not in _SEEN:
         _SEEN[x.shape] = x @ x.T
-    return _SEEN[x.shape]
+    return _SEEN[x.shape].clone()
+
+
+def the_same_buffer(x):
+    out = _SEEN.setdefault("out", torch.empty(x.shape[0], x.shape[0]))
+    return torch.mm(x, x.T, out=out)
+
+
+_BY_IDENTITY = {}
+
+
+def by_identity(x):
+    key = (id(x), x._version)
+    if key not in _BY_IDENTITY:
+        _BY_IDENTITY[key] = x @ x.T
+    return _BY_IDENTITY[key].clone()
+
+
+def by_id_only(x):
+    if id(x) not in _BY_IDENTITY:
+        _BY_IDENTITY[id(x)] = x @ x.T
+    return _BY_IDENTITY[id(x)].clone()
 '''
 STUB = """
 def scale(x, factor=2.0, *, out_dtype=None): ...
@@ -124,6 +183,9 @@ def matmul(a, b): ...
 def outer(a, b): ...
 def halve(x): ...
 def remembered(x): ...
+def the_same_buffer(x): ...
+def by_identity(x): ...
+def by_id_only(x): ...
 class Box: ...
 class Refused(ValueError): ...
 """
@@ -193,6 +255,15 @@ def test_cost_helpers_read_the_always_on_counters(guarded):
 def test_an_answer_kept_from_an_earlier_call_is_caught(guarded):
     with pytest.raises(GuardFailure, match="answers from memory: remembered returned the very"):
         count_flops(guarded.remembered, torch.randn(4, 4))
+    with pytest.raises(GuardFailure, match="on the very same tensors"):  # keyed on id + version
+        count_flops(guarded.by_identity, torch.randn(40, 40))
+    with pytest.raises(GuardFailure, match="answers from memory: by_id_only"):
+        count_flops(guarded.by_id_only, torch.randn(40, 40))
+
+
+def test_two_results_in_one_buffer_are_aliasing(guarded):
+    with pytest.raises(GuardFailure, match="aliasing: the_same_buffer returned the same tensor"):
+        count_flops(guarded.the_same_buffer, torch.randn(4, 4))
 
 
 def test_the_judge_snapshot_sees_a_replaced_function(monkeypatch):

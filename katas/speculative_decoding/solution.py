@@ -12,9 +12,13 @@ own), made in the dtype and on the device of `next(model.parameters())`.
 
 Every call is checked by the harness (README, "Rules every call follows"):
 - no argument tensor is changed in place;
-- the work is done with PyTorch on tensors (no NumPy, no DLPack, no .tolist() of a float tensor
-  over 256 elements);
-- answers are computed when asked, never remembered from earlier calls;
+- the work is done with PyTorch on tensors (no NumPy, no DLPack, no bit-casts, no
+  .tolist() of more than 256 float elements in a call);
+- the work happens in the call's own thread (no threads or processes);
+- results are plain torch.Tensor objects, never subclasses;
+- the judge (the harness, the tests, Hypothesis's settings) is left alone;
+- answers are computed when asked, never remembered from earlier calls (nor by the tensors'
+  identity), and two calls never return the same tensor;
 - the code behaves the same whether or not it is measured;
 - decoding runs under torch.no_grad();
 """

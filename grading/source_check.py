@@ -1,0 +1,219 @@
+"""A static check of a submission's source, before it is imported: `check_source(path)`.
+
+The guards (grading/guards.py) watch what a call does; some ways round them leave nothing to
+watch: code that asks whether it is being graded (by its stack, its environment, the modules
+loaded) and behaves only then, work handed to another thread, native code. None of these is
+needed by any kata's solution, so the source may not contain them. Python's `ast` reads the file
+without running it; each reason names the file and line.
+
+The grader (grading/grade.py) refuses a submission with any reason; a practice run
+(`--impl`) prints the reasons as warnings after its tests.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+# Modules a solution may import, with their submodules. The repository's own packages are there
+# for the parts a kata builds on: `katas.<kata>.solution`, `reference.<kata>`, and the harness's
+# shared pieces (the model, the naive server) the READMEs point to.
+ALLOWED_IMPORTS = frozenset(
+    {
+        "__future__", "abc", "bisect", "collections", "dataclasses", "enum", "functools",
+        "heapq", "itertools", "math", "numbers", "operator", "typing", "torch", "triton",
+        "katas", "reference", "grading.model", "grading.naive",
+    }
+)  # fmt: skip
+# Reached through an allowed module all the same: what the guards watch, or what watches them.
+REFUSED_MODULES = frozenset(
+    {
+        "torch._C", "torch._dynamo", "torch.utils._python_dispatch", "torch.overrides",
+        "torch.utils.dlpack", "torch.multiprocessing", "torch.utils.data", "torch.testing",
+        "torch.distributed", "torch.cuda.nvtx", "torch.profiler", "torch.autograd.profiler",
+        "triton.runtime.interpreter",
+    }
+)  # fmt: skip
+# Calls and names that inspect or rewrite code, read the environment or the stack, or escape.
+REFUSED_NAMES = {
+    "exec": "runs code made at run time",
+    "eval": "runs code made at run time",
+    "compile": "makes code at run time",
+    "__import__": "imports by a name made at run time",
+    "globals": "reads the module's namespace as data",
+    "vars": "reads a namespace as data",
+    "getattr": "reads an attribute by a name made at run time (a constant name is fine)",
+    "setattr": "writes an attribute by a name made at run time (a constant name is fine)",
+    "delattr": "deletes an attribute by a name made at run time (a constant name is fine)",
+    "breakpoint": "stops the run",
+}
+# Attributes no solution reads: code objects, frames, the interpreter's innards, private parts
+# of PyTorch, tensor data outside PyTorch.
+REFUSED_ATTRIBUTES = {
+    "__code__": "a function's code object",
+    "__globals__": "a function's namespace",
+    "__closure__": "a function's closure",
+    "__defaults__": "a function's defaults",
+    "__kwdefaults__": "a function's defaults",
+    "__builtins__": "the builtins",
+    "__dict__": "a namespace as data",
+    "__subclasses__": "the class hierarchy",
+    "__torch_function__": "PyTorch's override protocol",
+    "__torch_dispatch__": "PyTorch's dispatch protocol",
+    "_getframe": "the call stack",
+    "f_back": "the call stack",
+    "f_globals": "the call stack",
+    "f_locals": "the call stack",
+    "gi_frame": "the call stack",
+    "tb_frame": "the call stack",
+    "environ": "the environment",
+    "getenv": "the environment",
+    "modules": "the loaded modules",
+    "_C": "PyTorch's private internals (e.g. torch._C.TensorBase.numpy, unwatched)",
+    "_dynamo": "PyTorch's private internals",
+    "untyped_storage": "a tensor's raw memory",
+    "data_ptr": "a tensor's address",
+    "numpy": "tensor data in NumPy",
+    "__array__": "tensor data in NumPy",
+    "__dlpack__": "tensor data through DLPack",
+    "to_dlpack": "tensor data through DLPack",
+    "_version": "a tensor's version counter (a memory keyed on it)",
+}
+# The one reading of the environment a solution may make: whether Triton runs on the CPU.
+ALLOWED_ENVIRONMENT = "TRITON_INTERPRET"
+
+
+def check_source(path: str | Path) -> list[str]:
+    """What the file at `path` may not contain, one reason per line found (empty: none)."""
+    path = Path(path)
+    try:
+        tree = ast.parse(path.read_text(), filename=str(path))
+    except (OSError, SyntaxError, ValueError) as exc:
+        return [f"{path}: cannot be read as Python ({type(exc).__name__}: {exc})"]
+    found = []
+    calls = {id(n.func): n for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    for node in ast.walk(tree):
+        why = _refused(node, tree, calls)
+        if why:
+            found.append((getattr(node, "lineno", 0), why))
+    return [f"{path.name}:{line}: {why}" for line, why in sorted(found)]
+
+
+def _module_allowed(name: str) -> bool:
+    parts = name.split(".")
+    prefixes = {".".join(parts[: i + 1]) for i in range(len(parts))}
+    return bool(prefixes & ALLOWED_IMPORTS) and not prefixes & REFUSED_MODULES
+
+
+def _refused(node: ast.AST, tree: ast.Module, calls: dict) -> str | None:
+    """Why `node` may not be in a solution, or None."""
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            if not _module_allowed(alias.name) and not _environment_import(alias, tree):
+                return _import_reason(alias.name)
+    elif isinstance(node, ast.ImportFrom):
+        if node.level == 0 and not _module_allowed(node.module or ""):
+            return _import_reason(node.module or "")
+        for alias in node.names:
+            if node.level == 0 and f"{node.module}.{alias.name}" in REFUSED_MODULES:
+                return _import_reason(f"{node.module}.{alias.name}")
+    elif isinstance(node, ast.Name) and node.id in REFUSED_NAMES:
+        if _constant_attribute(calls.get(id(node))):
+            return None
+        return f"`{node.id}` {REFUSED_NAMES[node.id]}; no solution needs it"
+    elif isinstance(node, ast.Attribute) and node.attr in REFUSED_ATTRIBUTES:
+        if not _reads_triton_interpret(node, tree):
+            return f"`.{node.attr}` reads {REFUSED_ATTRIBUTES[node.attr]}; no solution needs it"
+    elif isinstance(node, ast.ClassDef):
+        for base in node.bases:
+            if _names_tensor(base):
+                return (
+                    f"class {node.name} subclasses a tensor; results must be plain tensors and "
+                    "a subclass changes how PyTorch (and the tests) treat them"
+                )
+        for item in node.body:
+            if isinstance(item, ast.FunctionDef) and item.name in (
+                "__torch_function__",
+                "__torch_dispatch__",
+            ):
+                return (
+                    f"{node.name}.{item.name} takes over PyTorch's operators; no solution needs it"
+                )
+    return None
+
+
+def _constant_attribute(call: ast.Call | None) -> bool:
+    """getattr(x, "name"), setattr(x, "name", v): a name written in the source, not a refused
+    one (getattr(f, "__code__") is as refused as f.__code__)."""
+    if call is None or not isinstance(call.func, ast.Name):
+        return False
+    if call.func.id not in ("getattr", "setattr", "delattr") or len(call.args) < 2:
+        return False
+    name = call.args[1]
+    return (
+        isinstance(name, ast.Constant)
+        and isinstance(name.value, str)
+        and name.value not in REFUSED_ATTRIBUTES
+    )
+
+
+def _import_reason(name: str) -> str:
+    return (
+        f"imports `{name}`, which is not on the list of allowed modules (grading/README.md, "
+        '"The source check"): threads, processes, native code, the stack or the environment '
+        "are not needed by any kata"
+    )
+
+
+def _names_tensor(base: ast.expr) -> bool:
+    return (isinstance(base, ast.Attribute) and base.attr in ("Tensor", "TensorBase")) or (
+        isinstance(base, ast.Name) and base.id in ("Tensor", "TensorBase")
+    )
+
+
+def _environment_import(alias: ast.alias, tree: ast.Module) -> bool:
+    """`import os` used only to read TRITON_INTERPRET (as the FlashAttention kata's CPU check
+    does): every use of the name is `os.environ.get("TRITON_INTERPRET")` or `os.getenv(...)`."""
+    if alias.name != "os":
+        return False
+    name = alias.asname or "os"
+    uses = [n for n in ast.walk(tree) if isinstance(n, ast.Attribute) and _is_name(n.value, name)]
+    return (
+        bool(uses)
+        and all(_reads_triton_interpret(n, tree) for n in uses)
+        and not any(
+            isinstance(n, ast.Name) and n.id == name and not _inside_attribute(n, tree)
+            for n in ast.walk(tree)
+        )
+    )
+
+
+def _is_name(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
+
+
+def _inside_attribute(name: ast.Name, tree: ast.Module) -> bool:
+    return any(isinstance(n, ast.Attribute) and n.value is name for n in ast.walk(tree))
+
+
+def _reads_triton_interpret(node: ast.Attribute, tree: ast.Module) -> bool:
+    """`os.environ.get("TRITON_INTERPRET"...)`, `os.environ["TRITON_INTERPRET"]` or
+    `os.getenv("TRITON_INTERPRET"...)`, with `node` the `os.<attr>` or `os.environ.get` part."""
+    for parent in ast.walk(tree):
+        if isinstance(parent, ast.Call) and _first_is_triton(parent.args):
+            f = parent.func
+            chain = [f, getattr(f, "value", None)]
+            if node in chain and isinstance(f, ast.Attribute) and f.attr in ("get", "getenv"):
+                return True
+        if (
+            isinstance(parent, ast.Subscript)
+            and parent.value is node
+            and isinstance(parent.slice, ast.Constant)
+            and parent.slice.value == ALLOWED_ENVIRONMENT
+        ):
+            return True
+    return False
+
+
+def _first_is_triton(args: list) -> bool:
+    return bool(args) and isinstance(args[0], ast.Constant) and args[0].value == ALLOWED_ENVIRONMENT

@@ -1,0 +1,21 @@
+"""Cheat: the implementation writes its own entry into the counters' table of operators.
+
+The counters look each operator up once and keep what they learnt in a table; an entry for the
+matrix product without its FLOP formula makes every matmul free. Caught because each entry of
+that table is checked against what the counters themselves would have written.
+"""
+
+KATA = "kv_cache"
+TESTS = ["test_kv_cache_bytes_of_real_models"]
+EXPECT = "grading.observe._INFO"
+EDITS = [
+    (
+        "import torch\n",
+        "import torch\n\n"
+        "import grading.observe\n\n"
+        "for _mm in (torch.ops.aten.mm.default, torch.ops.aten.bmm.default):\n"
+        "    grading.observe._INFO[id(_mm)] = grading.observe._OpInfo(\n"
+        '        "mm", None, None, False, False, False, _mm\n'
+        "    )\n",
+    ),
+]
