@@ -1,4 +1,4 @@
-"""Bug: the checks of the sizes (batch_size, max_wait, kv_blocks, ...) raise ValueError("bad input").
+"""Bug: the size checks (batch_size, max_wait, kv_blocks, ...) raise ValueError("bad input").
 
 The error comes where it should, but a learner who passed 0 is left to guess which of the
 arguments it was: the README promises a message that names the argument.
