@@ -110,15 +110,17 @@ def test_a_copy_of_the_target_is_always_accepted(impl, T, N, k, prompt_seed):
     got_draft = [(c.tokens, c.cache_len) for c in draft.calls]
     note(f"rounds (n, k_round, accepted): {plan}")
     sizes = [k_round for _, k_round, _ in plan]
+    first = (
+        schedule_difference("target", want_target, got_target)
+        if got_target != want_target
+        else schedule_difference("draft", want_draft, got_draft)
+    )
     assert got_target == want_target and got_draft == want_draft, (
         f"a draft identical to the target gets every proposal accepted, so with k = {k}, a "
         f"prompt of {T} and {N} new tokens the rounds propose {sizes} tokens (k_round = min(k, "
         f"T + N - n - 1)) and each makes k_round + 1. Calls as (tokens fed, cache length "
         f"before):\n target expected {want_target}\n target got      {got_target}\n draft "
-        f"expected  {want_draft}\n draft got       {got_draft}\n"
-        + schedule_difference("target", want_target, got_target)
-        if got_target != want_target
-        else schedule_difference("draft", want_draft, got_draft)
+        f"expected  {want_draft}\n draft got       {got_draft}\n{first}"
     )
     want = expected_stats(plan, draft_calls=len(want_draft))
     assert stats_as_dict(stats) == want, (

@@ -6,7 +6,7 @@ import math
 
 import pytest
 import torch
-from hypothesis import given, note
+from hypothesis import example, given, note
 from hypothesis import strategies as st
 
 from grading.cost import CountingModel
@@ -65,21 +65,36 @@ def test_lookup_draft_matches_the_oracle(impl, ids, k, max_ngram):
     )
 
 
+TOKEN_IDS = st.one_of(st.integers(0, 15), st.integers(16, 2**18 - 1))  # any id of 262,144
+
+
 @given(
-    alphabet=st.lists(st.integers(0, 2**18 - 1), min_size=2, max_size=6, unique=True),
-    picks=st.lists(st.integers(0, 5), min_size=0, max_size=200),
+    alphabet=st.lists(TOKEN_IDS, min_size=2, max_size=6, unique=True),
+    filler=st.lists(TOKEN_IDS, min_size=1, max_size=3, unique=True),
+    head=st.lists(st.integers(0, 5), max_size=20),
+    gap=st.one_of(st.integers(0, 4), st.integers(30, 150)),
+    tail=st.lists(st.integers(0, 5), max_size=6),
     k=st.integers(1, 6),
     max_ngram=st.integers(1, 4),
 )
-def test_lookup_draft_on_long_contexts_of_any_token_ids(impl, alphabet, picks, k, max_ngram):
-    # Few distinct tokens (so that n-grams repeat), drawn from the whole range of ids a
-    # vocabulary of 262,144 holds, in contexts of up to 200 tokens.
-    ids = [alphabet[i % len(alphabet)] for i in picks]
+@example(alphabet=[0, 1, 4], filler=[7], head=[2, 0], gap=1, tail=[0, 1], k=3, max_ngram=3)
+def test_lookup_draft_on_long_contexts_of_any_token_ids(
+    impl, alphabet, filler, head, gap, tail, k, max_ngram
+):
+    # A head and a tail over a few ids from anywhere in a vocabulary of 262,144 (so n-grams
+    # repeat), with a gap of other ids between them: up to 176 tokens, the tail's n-grams
+    # sometimes seen only at the very beginning.
+    filler = [x for x in filler if x not in alphabet] or [max(alphabet) + 1]
+    ids = (
+        [alphabet[i % len(alphabet)] for i in head]
+        + [filler[i % len(filler)] for i in range(gap)]
+        + [alphabet[i % len(alphabet)] for i in tail]
+    )
     want = lookup_oracle(ids, k, max_ngram)
     got = impl.lookup_draft(torch.tensor(ids, dtype=torch.long), k, max_ngram)
     assert got.tolist() == want, (
         f"lookup_draft(ids of {len(ids)} tokens, k={k}, max_ngram={max_ngram}) should be {want}, "
-        f"got {got.tolist()}; ids = {ids}. Usually: n-grams compared through a sum or a hash "
+        f"got {got.tolist()}; ids = {ids}. Usually: n-grams compared through a sum or a code "
         "that two different n-grams can share, or only the most recent tokens searched"
     )
 
