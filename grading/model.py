@@ -291,7 +291,14 @@ class TinyLlama(nn.Module):
             )
         B, T = ids.shape
         start = 0 if cache is None else int(cache.seq_len)  # read once, before any layer updates
-        if T < 1 or start + T > self.config.max_seq_len:
+        if T < 1:
+            raise ValueError(
+                f"ids: an empty input {tuple(ids.shape)}, with {start} tokens in the cache: "
+                "nothing to run. Usually a slice of the tokens the cache has not read, such as "
+                "ids[:, cache.seq_len : n], came out empty because the cache holds more tokens "
+                "than it should: was it cropped back after a rejection or a rollback?"
+            )
+        if start + T > self.config.max_seq_len:
             raise ValueError(
                 f"ids: positions {start}..{start + T - 1} must lie in "
                 f"0..{self.config.max_seq_len - 1}"

@@ -67,6 +67,8 @@ def accept_reject(
         raise ValueError(
             f"p: expected shape [k + 1, V] = [{k + 1}, {V}], got {list(getattr(p, 'shape', []))}"
         )
+    if ((draft_tokens < 0) | (draft_tokens >= V)).any():
+        raise ValueError(f"draft_tokens: expected token ids in 0..{V - 1}, got {draft_tokens}")
     steps = torch.arange(k, device=p.device)
     p_x, q_x = p[steps, draft_tokens], q[steps, draft_tokens]  # (k,): each draft token's chances
     device = p.device if generator is None else generator.device
@@ -91,6 +93,8 @@ class SpecStats:
 
 
 def _check_prompt(prompt_ids, max_new_tokens: int, models: dict) -> None:
+    """prompt_ids int64 [1, T] of ids in the first model's vocabulary, within every model's
+    max_seq_len together with max_new_tokens."""
     if (
         not isinstance(prompt_ids, torch.Tensor)
         or prompt_ids.dtype != torch.long
@@ -100,6 +104,9 @@ def _check_prompt(prompt_ids, max_new_tokens: int, models: dict) -> None:
     ):
         got = f"{prompt_ids.dtype} {list(prompt_ids.shape)}" if torch.is_tensor(prompt_ids) else ""
         raise ValueError(f"prompt_ids: expected a LongTensor of shape [1, T], T >= 1, got {got}")
+    V = next(iter(models.values())).config.vocab_size
+    if ((prompt_ids < 0) | (prompt_ids >= V)).any():
+        raise ValueError(f"prompt_ids: expected token ids in 0..{V - 1}, got {prompt_ids}")
     _check_int("max_new_tokens", max_new_tokens, 1)
     total = prompt_ids.shape[1] + max_new_tokens
     for name, model in models.items():
@@ -187,6 +194,8 @@ def lookup_draft(ids: torch.Tensor, k: int, max_ngram: int = 3) -> torch.Tensor:
     """
     if not isinstance(ids, torch.Tensor) or ids.dim() != 1 or ids.dtype != torch.long:
         raise ValueError("ids: expected a LongTensor of shape [L]")
+    if (ids < 0).any():
+        raise ValueError(f"ids: token ids cannot be negative, got {ids}")
     _check_int("k", k, 1)
     _check_int("max_ngram", max_ngram, 1)
     L = ids.shape[0]

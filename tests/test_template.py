@@ -334,7 +334,7 @@ class Scaler:
 
 GOOD_TEST = """from grading.errors import BadCall, assert_value_error
 
-BAD = [BadCall("add(1, None)", "no tensor", lambda impl: impl.add(1, None))]
+BAD = [BadCall("add(1, None)", "no tensor", lambda impl: impl.add(1, None), names="b")]
 
 
 def test_bad_input(impl):

@@ -100,6 +100,17 @@ def check_completions(completions, specs: list[WorkloadRequest]) -> None:
         assert got.arrival == spec.arrival, f"request {spec.id}: arrival should be {spec.arrival}"
 
 
+# What the message of each of request_errors' ValueErrors must name.
+REQUEST_ERROR_NAMES = {
+    "empty prompt": "prompt",
+    "token outside the vocabulary": "prompt|vocab_size",
+    "max_new_tokens below 1": "max_new_tokens",
+    "negative arrival": "arrival",
+    "longer than the model allows": "max_seq_len",
+    "duplicate ids": "id",
+}
+
+
 def request_errors(call: str, run):
     """Bad requests every strategy refuses; `run(impl, requests)` calls one strategy."""
     ok = [5, 6, 7]

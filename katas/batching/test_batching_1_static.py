@@ -11,6 +11,7 @@ from grading.workload import WorkloadRequest
 from katas.batching.cases import (
     LISTED_OUT_OF_ORDER,
     MAX_SEQ_LEN,
+    REQUEST_ERROR_NAMES,
     as_requests,
     check_completions,
     check_fixed_batches,
@@ -67,6 +68,13 @@ STATIC_ERRORS = request_errors(
 ]  # fmt: skip
 
 
+# What each ValueError's message must name.
+NAMES = {
+    **REQUEST_ERROR_NAMES,
+    "batch_size below 1": "batch_size",
+}
+
+
 @pytest.mark.parametrize("bad", STATIC_ERRORS, ids=str)
 def test_static_bad_input_raises_value_error(impl, bad):
-    assert_value_error(bad, impl)
+    assert_value_error(bad, impl, match=NAMES[bad.why])

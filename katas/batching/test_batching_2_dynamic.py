@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from grading.errors import BadCall, assert_value_error
 from katas.batching.cases import (
     LISTED_OUT_OF_ORDER,
+    REQUEST_ERROR_NAMES,
     as_requests,
     check_completions,
     check_fixed_batches,
@@ -48,6 +49,14 @@ DYNAMIC_ERRORS = request_errors(
 ]  # fmt: skip
 
 
+# What each ValueError's message must name.
+NAMES = {
+    **REQUEST_ERROR_NAMES,
+    "max_batch_size below 1": "max_batch_size",
+    "negative max_wait": "max_wait",
+}
+
+
 @pytest.mark.parametrize("bad", DYNAMIC_ERRORS, ids=str)
 def test_dynamic_bad_input_raises_value_error(impl, bad):
-    assert_value_error(bad, impl)
+    assert_value_error(bad, impl, match=NAMES[bad.why])

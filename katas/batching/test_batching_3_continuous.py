@@ -12,6 +12,7 @@ from grading.errors import BadCall, assert_value_error
 from grading.model import make_model
 from grading.workload import WorkloadRequest, poisson_workload
 from katas.batching.cases import (
+    REQUEST_ERROR_NAMES,
     Limits,
     as_requests,
     check_clock,
@@ -176,6 +177,13 @@ CONTINUOUS_ERRORS = request_errors(
 ]  # fmt: skip
 
 
+# What each ValueError's message must name.
+NAMES = {
+    **REQUEST_ERROR_NAMES,
+    "max_batch_size below 1": "max_batch_size",
+}
+
+
 @pytest.mark.parametrize("bad", CONTINUOUS_ERRORS, ids=str)
 def test_continuous_bad_input_raises_value_error(impl, bad):
-    assert_value_error(bad, impl)
+    assert_value_error(bad, impl, match=NAMES[bad.why])

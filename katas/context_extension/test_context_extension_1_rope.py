@@ -109,9 +109,32 @@ def _bad_calls() -> list[BadCall]:
     ]
 
 
+# What each ValueError's message must name.
+NAMES = {
+    "odd head_dim": "head_dim|x",
+    "head_dim 0": "head_dim",
+    "negative head_dim": "head_dim",
+    "float head_dim": "head_dim",
+    "base 1": "base",
+    "base below 1": "base",
+    "negative base": "base",
+    "base NaN": "base",
+    "base inf": "base",
+    "positions not 1-D": "positions",
+    "positions 0-D": "positions",
+    "inv_freq not 1-D": "inv_freq",
+    "N differs from the tables": "x|cos|sin",
+    "D differs from the tables": "x|cos|sin",
+    "sin for other positions": "sin",
+    "tables not [N, D]": "cos|sin",
+    "x without a position dimension": "x",
+    "integer x": "x",
+}
+
+
 @pytest.mark.parametrize("bad", _bad_calls(), ids=str)
 def test_bad_rope_input_raises_value_error(impl, bad):
-    assert_value_error(bad, impl)
+    assert_value_error(bad, impl, match=NAMES[bad.why])
 
 
 # ----------------------------------------------------------------------------------------------

@@ -77,9 +77,35 @@ def _bad_calls() -> list[BadCall]:
     ]
 
 
+# What each ValueError's message must name, by what is wrong (after "function: ").
+NAMES = {
+    "odd head_dim": "head_dim",
+    "head_dim 0": "head_dim",
+    "head_dim 2 (D - 2 = 0)": "head_dim",
+    "head_dim 2": "head_dim",
+    "base 1": "base",
+    "base inf": "base",
+    "factor 0": "factor",
+    "negative factor": "factor",
+    "factor NaN": "factor",
+    "factor inf": "factor",
+    "seq_len 0": "seq_len",
+    "negative seq_len": "seq_len",
+    "float seq_len": "seq_len",
+    "original_max_len 0": "original_max_len",
+    "negative L0": "original_max_len",
+    "negative original_max_len": "original_max_len",
+    "float original_max_len": "original_max_len",
+    "beta_fast 0": "beta_fast",
+    "negative beta_slow": "beta_slow",
+    "beta_fast NaN": "beta_fast",
+    "beta_slow inf": "beta_slow",
+}
+
+
 @pytest.mark.parametrize("bad", _bad_calls(), ids=str)
 def test_bad_stretch_arguments_raise_value_error(impl, bad):
-    assert_value_error(bad, impl)
+    assert_value_error(bad, impl, match=NAMES[bad.why.split(": ", 1)[1]])
 
 
 # ----------------------------------------------------------------------------------------------

@@ -33,9 +33,21 @@ BAD_CALLS = [
 ]
 
 
+# What each ValueError's message must name.
+NAMES = {
+    "no heads": "n_heads",
+    "negative n_heads": "n_heads",
+    "float n_heads": "n_heads",
+    "bias with no heads": "n_heads",
+    "negative q_len": "q_len",
+    "negative k_len": "k_len",
+    "float q_len": "q_len",
+}
+
+
 @pytest.mark.parametrize("bad", BAD_CALLS, ids=str)
 def test_bad_alibi_arguments_raise_value_error(impl, bad):
-    assert_value_error(bad, impl)
+    assert_value_error(bad, impl, match=NAMES[bad.why])
 
 
 # ----------------------------------------------------------------------------------------------

@@ -59,9 +59,21 @@ BAD_CALLS = [
 ]  # fmt: skip
 
 
+# What each ValueError's message must name.
+NAMES = {
+    "no blocks": "n_blocks",
+    "a negative radius": "radius",
+    "more global blocks than blocks": "n_global",
+    "a negative n_global": "n_global",
+    "more random blocks per row than blocks": "n_random",
+    "a negative n_random": "n_random",
+    "a negative n_blocks": "n_blocks",
+}
+
+
 @pytest.mark.parametrize("bad", BAD_CALLS, ids=str)
 def test_block_patterns_bad_input_raises_value_error(impl, bad):
-    assert_value_error(bad, impl)
+    assert_value_error(bad, impl, match=NAMES[bad.why])
 
 
 @given(n=n_blocks, radius=st.integers(0, 30), causal=st.booleans())

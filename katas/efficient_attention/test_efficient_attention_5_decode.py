@@ -123,9 +123,28 @@ BAD_CALLS = [
 ]  # fmt: skip
 
 
+# What each ValueError's message must name.
+NAMES = {
+    "window 0": "window",
+    "a negative window": "window",
+    "batch 0": "batch",
+    "no kv heads": "n_kv_heads",
+    "head_dim 0": "head_dim",
+    "a window that is no int": "window",
+    "3 kv heads in a cache of 2": "k_t",
+    "v_t of another head_dim": "v_t",
+    "no batch dimension": "k_t|v_t",
+    "an odd head dim (RoPE rotates pairs)": "q_t|k_t|D",
+    "kv heads that do not divide the query heads": "k_t|q_t",
+    "k_t's head dim differs from q_t's": "k_t",
+    "v_t with fewer heads than the cache": "v_t",
+    "q_t, k_t and v_t of different dtypes": "q_t|k_t|v_t",
+}
+
+
 @pytest.mark.parametrize("bad", BAD_CALLS, ids=str)
 def test_decoding_bad_input_raises_value_error(impl, bad):
-    assert_value_error(bad, impl)
+    assert_value_error(bad, impl, match=NAMES[bad.why])
 
 
 @given(case=decode_cases())

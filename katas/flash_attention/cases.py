@@ -221,7 +221,7 @@ def bad_attention_inputs(fn: str, *, Nq: int = 5, D: int = 16) -> list[tuple[Bad
         ("H = 1 query head for Hkv = 2", r"Hkv|heads", (q[:, :1], k, v)),
         ("k and v in float16, q in float32", r"dtype|float", (q, k.half(), v.half())),
         ("v in float64, q and k in float32", r"dtype|float", (q, k, v.double())),
-        ("integer tensors", r"dtype|float|int", (q.long(), k.long(), v.long())),
+        ("integer tensors", r"dtype|float\w*|int\w*", (q.long(), k.long(), v.long())),
         ("empty q (Nq = 0)", r"\bq\b|Nq|empty", (q[:, :, :0], k, v)),
         ("empty k and v (Nk = 0)", r"\bk\b|\bv\b|Nk|empty", (q, k[:, :, :0], v[:, :, :0])),
     ]

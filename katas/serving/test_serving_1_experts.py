@@ -79,4 +79,4 @@ BAD_CALLS = [
 
 @pytest.mark.parametrize("bad", BAD_CALLS, ids=str)
 def test_moe_feed_forward_bad_input_raises_value_error(impl, bad):
-    assert_value_error(bad, impl)
+    assert_value_error(bad, impl, match="x")

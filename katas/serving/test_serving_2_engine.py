@@ -10,7 +10,7 @@ from grading.cost import count_flops
 from grading.errors import BadCall, assert_value_error
 from grading.naive import naive_serve
 from grading.workload import WorkloadRequest
-from katas.batching.cases import request_errors
+from katas.batching.cases import REQUEST_ERROR_NAMES, request_errors
 from katas.serving.cases import (
     MAX_SEQ_LEN,
     as_requests,
@@ -187,6 +187,17 @@ BAD_CALLS = request_errors(
 ]  # fmt: skip
 
 
+# What each ValueError's message must name, beyond the request errors every strategy shares.
+NAMES = {
+    **REQUEST_ERROR_NAMES,
+    "max_batch_size below 1": "max_batch_size",
+    "kv_blocks below 1": "kv_blocks",
+    "block_size below 1": "block_size",
+    "k below 1": "k",
+    "a request that needs 2 blocks even alone": "kv_blocks",
+}
+
+
 @pytest.mark.parametrize("bad", BAD_CALLS, ids=str)
 def test_serve_bad_input_raises_value_error(impl, bad):
-    assert_value_error(bad, impl)
+    assert_value_error(bad, impl, match=NAMES[bad.why])

@@ -1,6 +1,6 @@
 """What the speculative-decoding tests build, and the oracles they judge by.
 
-- `tiny_model`: the shared model in float64, built once per recipe.
+- `tiny_model`: the shared model (float64 unless a test asks), built once per recipe.
 - `ScriptedModel`: a model that follows the shared contract (it reads and writes its cache like
   any other) but whose logits follow a script: the target's greedy continuation, right or wrong
   at each position as the test decides. As a target it makes a cheap model whose greedy output is
@@ -9,7 +9,8 @@
 - `MarkovModel`: a cheap model whose next token depends on the current one and the position,
   for the sampling tests' thousands of runs.
 - `rounds` and `ideal_schedule`: the rounds greedy decoding goes through when the test knows
-  which proposals are wrong, and the model calls the README's schedule makes for them.
+  which proposals are wrong, and the model calls the README's schedule makes for them;
+  `lookup_rounds`: the same for prompt lookup; `expected_stats`: the SpecStats of such rounds.
 - `replay_flops`: the FLOPs of a model over a schedule of calls, with a plain cache
   (`ListCache`); `FlopMeter` counts the FLOPs of a model's calls during a test.
 - `sequence_distribution`, `outcome_distribution`, `g_test`: exact distributions by
@@ -40,8 +41,14 @@ Z = NormalDist().inv_cdf(1 - SIGNIFICANCE)  # 3.72: the normal quantile the test
 
 
 @functools.lru_cache(maxsize=32)
-def tiny_model(seed: int, **overrides) -> nn.Module:
-    """The shared model in float64, built once per recipe (building is most of a test's time)."""
+def tiny_model(seed: int, dtype: torch.dtype = torch.float64, **overrides) -> nn.Module:
+    """The shared model, built once per recipe (building is most of a test's time)."""
+    return make_model(seed, dtype, **overrides)
+
+
+@functools.lru_cache(maxsize=4)
+def twin(seed: int, **overrides) -> nn.Module:
+    """A second model with tiny_model's weights: a copy of the target that logs its own calls."""
     return make_model(seed, torch.float64, **overrides)
 
 
@@ -55,7 +62,9 @@ class ScriptedModel(nn.Module):
     """Logits that put all weight on the script's next token, or on a wrong one.
 
     At position i (predicting the token at index i + 1) the row's argmax is script[i + 1], or
-    (script[i + 1] + 1) % V when `wrong(i + 1)` says so. Each call reads and advances its cache
+    (script[i + 1] + 1) % V when `wrong(i + 1)` says so; its logit is `margin`, the others 0
+    (a margin of 1e4 makes even softmax(logits / temperature) one-hot, at any temperature up to
+    10: sampling becomes as predictable as greedy decoding). Each call reads and advances its cache
     like a real model: through `inner`, a real model whose FLOPs then count, or by writing zeros
     to a one-layer cache of its own config.
     """
@@ -68,9 +77,10 @@ class ScriptedModel(nn.Module):
         inner: nn.Module | None = None,
         dtype: torch.dtype = torch.float64,
         device: str | torch.device = "cpu",
+        margin: float = 1.0,
     ) -> None:
         super().__init__()
-        self.script, self.wrong, self.inner = list(script), wrong, inner
+        self.script, self.wrong, self.inner, self.margin = list(script), wrong, inner, margin
         self.calls: list[ModelCall] = []  # every call, logged as the shared model logs its own
         if inner is not None:
             self.config = inner.config
@@ -101,7 +111,7 @@ class ScriptedModel(nn.Module):
         for index in range(start + 1, start + T + 1):
             token = self.script[index] if index < len(self.script) else 0
             chosen.append((token + 1) % V if self.wrong(index) else token)
-        logits[:, torch.arange(T), torch.tensor(chosen)] = 1.0
+        logits[:, torch.arange(T), torch.tensor(chosen)] = self.margin
         return logits
 
 
@@ -122,10 +132,12 @@ class MarkovModel(nn.Module):
             max_seq_len=max_seq_len,
         )  # fmt: skip
         self.weight = nn.Parameter(torch.zeros(1, dtype=torch.float64))
+        self.calls: list[ModelCall] = []  # every call, logged as the shared model logs its own
 
     def forward(self, ids: torch.Tensor, cache=None) -> torch.Tensor:
         B, T = ids.shape
         start = 0 if cache is None else int(cache.seq_len)
+        self.calls.append(ModelCall(T, B, None if cache is None else start, False))
         if cache is not None:
             zeros = torch.zeros(B, 1, T, 2, dtype=torch.float64)
             cache.update(0, zeros, zeros)
@@ -164,6 +176,52 @@ def ideal_schedule(T: int, plan: list[tuple[int, int, int]]):
             draft_read = n + i
         draft_read = min(draft_read, n + accepted)  # the crop after the round
     return target, draft
+
+
+def lookup_rounds(script: list[int], T: int, N: int, k: int, max_ngram: int):
+    """The rounds (n, k_round, accepted) prompt lookup goes through when the target's greedy
+    output is `script`, and each round's proposal length m: (rounds, [m, ...])."""
+    plan, lengths, n = [], [], T
+    while n < T + N:
+        k_round = min(k, T + N - n - 1)
+        proposal = lookup_oracle(script[:n], k_round, max_ngram) if k_round else []
+        j = 0
+        while j < len(proposal) and proposal[j] == script[n + j]:
+            j += 1
+        plan.append((n, len(proposal), j))
+        lengths.append(len(proposal))
+        n += j + 1
+    return plan, lengths
+
+
+def expected_stats(plan: list[tuple[int, int, int]], draft_calls: int) -> dict[str, int]:
+    """The SpecStats fields of the rounds `plan` (n, proposals, accepted), as a dict."""
+    return dict(
+        target_calls=len(plan),
+        draft_calls=draft_calls,
+        proposed=sum(proposed for _, proposed, _ in plan),
+        accepted=sum(accepted for _, _, accepted in plan),
+    )
+
+
+def stats_as_dict(stats) -> dict[str, int]:
+    """A SpecStats (the solution's own class) as a dict of its four counts."""
+    names = ("target_calls", "draft_calls", "proposed", "accepted")
+    return {name: getattr(stats, name, None) for name in names}
+
+
+def schedule_difference(name: str, want: list[tuple[int, int]], got: list[tuple[int, int]]) -> str:
+    """Where a model's calls, as (tokens fed, cache length before), first leave the schedule."""
+    i = next((i for i, (w, g) in enumerate(zip(want, got, strict=False)) if w != g), None)
+    if i is None:
+        return (
+            f"the {name} made {len(got)} calls where the schedule makes {len(want)}; the first "
+            f"{min(len(want), len(got))} agree"
+        )
+    return (
+        f"the {name}'s call {i} fed {got[i][0]} tokens at cache length {got[i][1]}; the "
+        f"schedule feeds {want[i][0]} at cache length {want[i][1]}"
+    )
 
 
 class ListCache:
@@ -258,16 +316,20 @@ def chi2_quantile(df: int) -> float:
 
 
 def g_test(samples: list[tuple[int, ...]], expected: dict[tuple[int, ...], float]):
-    """(G statistic, critical value, the worst cell as text) for samples against `expected`.
+    """(passed, what happened as text) for samples against `expected`, at SIGNIFICANCE.
 
     Cells expected fewer than 5 times are pooled into one; an outcome the oracle gives
-    probability 0 is a failure by itself (reported with G = inf).
+    probability 0 is a failure by itself, whatever the statistic.
     """
     n = len(samples)
     counts = Counter(samples)
-    impossible = [s for s in counts if expected.get(s, 0.0) == 0.0]
+    impossible = sorted((s for s in counts if expected.get(s, 0.0) == 0.0), key=counts.get)
     if impossible:
-        return math.inf, 0.0, f"{impossible[0]} came out {counts[impossible[0]]} times"
+        worst = impossible[-1]
+        return False, (
+            f"the outcome {worst} has probability 0 under the exact distribution, yet came out "
+            f"{counts[worst]} times in {n} ({len(impossible)} impossible outcome(s) seen)"
+        )
     cells, pooled_obs, pooled_exp = [], 0, 0.0
     for outcome, prob in expected.items():
         if prob * n >= 5:
@@ -277,9 +339,14 @@ def g_test(samples: list[tuple[int, ...]], expected: dict[tuple[int, ...], float
     if pooled_exp > 0:
         cells.append(("others", pooled_obs, pooled_exp))
     g = 2 * sum(o * math.log(o / e) for _, o, e in cells if o > 0)
+    critical = chi2_quantile(max(len(cells) - 1, 1))
     worst = max(cells, key=lambda c: abs(c[1] - c[2]) / math.sqrt(c[2]))
-    text = f"{worst[0]}: expected {worst[2]:.1f} times, got {worst[1]}"
-    return g, chi2_quantile(max(len(cells) - 1, 1)), text
+    verdict = "passes" if g <= critical else "fails"
+    return g <= critical, (
+        f"the G-test {verdict} (G = {g:.1f}, critical value {critical:.1f} at significance "
+        f"{SIGNIFICANCE:g}); the worst outcome {worst[0]} was expected {worst[2]:.1f} times in "
+        f"{n} and came out {worst[1]} times"
+    )
 
 
 def lookup_oracle(ids: list[int], k: int, max_ngram: int) -> list[int]:

@@ -8,7 +8,10 @@ n tokens committed so far (prompt included).
 Both models follow the shared contract of grading/model.py: `model(ids, cache) -> logits`, ids
 [1, t] -> logits [1, t, V], the new tokens placed at positions cache.seq_len ... onwards. For the
 caches, use the KVCache of the KV-cache kata (`from reference.kv_cache import KVCache`, or your
-own), made in the dtype and on the device of `next(model.parameters())`.
+own), made in the dtype and on the device of its own model's `next(model.parameters())` (the draft
+may have another dtype than the target), with room for T + max_new_tokens tokens.
+`k`, `max_new_tokens` and `max_ngram` are Python ints (not bool); token ids lie in
+0 .. vocab_size - 1.
 
 Every call is checked by the harness (README, "Rules every call follows"):
 - no argument tensor is changed in place;
@@ -38,7 +41,8 @@ def residual_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
 
     p, q [..., V] probabilities (the target's and the draft's) -> [..., V]:
         r = max(0, p - q) / sum_v max(0, p - q)      over the last dim, row by row
-    In a row where p <= q everywhere (no mass left, e.g. p == q), return that row of p.
+    In a row where p <= q everywhere (no mass left, e.g. p == q), return that row of p; a mass
+    above zero, however small (1e-300), is normalised like any other.
     ValueError (naming p and q) unless p and q are tensors of one shape with at least one dim.
     """
     # TODO(level 1): clamp p - q at zero, normalise each row, fall back to p where the sum is 0
@@ -61,9 +65,10 @@ def accept_reject(
     rejection, draw one token from residual_distribution(p[i], q[i]) and stop. If all k are
     accepted, draw the bonus token from p[k]. Returns [x_0 ... x_{j-1}, that token]: j + 1 tokens
     (int64), 0 <= j <= k. Every random number comes from `generator` (torch.rand,
-    torch.multinomial, ... with generator=generator).
-    ValueError (naming the argument) unless draft_tokens is an int64 tensor [k], q is [k, V] and
-    p is [k + 1, V].
+    torch.multinomial, ... with generator=generator); with generator=None, from torch's global
+    generator (torch.manual_seed fixes the draws; never a generator of your own, fixed seed).
+    ValueError (naming the argument) unless draft_tokens is an int64 tensor [k] of ids in
+    0 .. V - 1, q is [k, V] and p is [k + 1, V].
     """
     # TODO(level 1): walk the draft tokens, accept or reject each, then add the last token
     raise NotImplementedError("level 1: accept_reject is not implemented yet")
@@ -115,9 +120,11 @@ def speculative_decode(
 
     Stats: target_calls and draft_calls count forward calls; proposed sums k_round; accepted
     counts proposals kept. So max_new_tokens == accepted + target_calls.
-    ValueError (naming the argument) for prompt_ids that is not int64 [1, T] with T >= 1,
-    max_new_tokens < 1, T + max_new_tokens beyond either model's config.max_seq_len, k < 1,
-    temperature < 0, and a draft whose config.vocab_size differs from the target's.
+    generator=None: the random numbers come from torch's global generator, as in accept_reject.
+    ValueError (naming the argument) for prompt_ids that is not int64 [1, T] with T >= 1 or holds
+    an id outside 0 .. vocab_size - 1, max_new_tokens or k that is not an int >= 1,
+    T + max_new_tokens beyond either model's config.max_seq_len, temperature < 0, and a draft
+    whose config.vocab_size differs from the target's.
     """
     # TODO(level 2): the greedy rounds with two caches and their rollback
     # TODO(level 3): temperature > 0 with accept_reject and the generator
@@ -135,8 +142,9 @@ def lookup_draft(ids: torch.Tensor, k: int, max_ngram: int = 3) -> torch.Tensor:
     earlier occurrences of the last n tokens, ids[L-n:], that end before the last token (start
     s with s + n <= L - 1). At the first n with any, take the most recent one (the largest s)
     and return ids[s + n : s + n + k] (fewer than k when the context ends first). None for any
-    n: return an empty tensor.
-    ValueError (naming the argument) unless ids is int64 [L], k >= 1 and max_ngram >= 1.
+    n (or L <= 1, an empty ids included): return an empty tensor. Any length L, any ids >= 0.
+    ValueError (naming the argument) unless ids is int64 [L] with no negative id, and k and
+    max_ngram are ints >= 1.
     """
     # TODO(level 4): compare the tail with every earlier window (Tensor.unfold helps)
     raise NotImplementedError("level 4: lookup_draft is not implemented yet")

@@ -21,10 +21,14 @@ from katas.speculative_decoding.cases import (
     ScriptedModel,
     Z,
     coin_flips,
+    expected_stats,
     ideal_schedule,
     replay_flops,
     rounds,
+    schedule_difference,
+    stats_as_dict,
     tiny_model,
+    twin,
 )
 
 V = 64  # the shared model's vocabulary
@@ -97,18 +101,54 @@ def test_greedy_output_is_the_targets_own_greedy_decoding(impl, kind, T, N, k, p
 
 @given(T=lengths(13), N=NEW_TOKENS, k=KS, prompt_seed=seeds())
 def test_a_copy_of_the_target_is_always_accepted(impl, T, N, k, prompt_seed):
+    target = CountingModel(tiny_model(0, **TARGET))
+    draft = CountingModel(twin(0, **TARGET))  # the same weights, its own call log
+    _, stats = impl.speculative_decode(target, draft, make_prompt(T, prompt_seed), N, k=k)
+    plan = rounds(T, N, k, lambda index: False)
+    want_target, want_draft = ideal_schedule(T, plan)
+    got_target = [(c.tokens, c.cache_len) for c in target.calls]
+    got_draft = [(c.tokens, c.cache_len) for c in draft.calls]
+    note(f"rounds (n, k_round, accepted): {plan}")
+    sizes = [k_round for _, k_round, _ in plan]
+    first = (
+        schedule_difference("target", want_target, got_target)
+        if got_target != want_target
+        else schedule_difference("draft", want_draft, got_draft)
+    )
+    assert got_target == want_target and got_draft == want_draft, (
+        f"a draft identical to the target gets every proposal accepted, so with k = {k}, a "
+        f"prompt of {T} and {N} new tokens the rounds propose {sizes} tokens (k_round = min(k, "
+        f"T + N - n - 1)) and each makes k_round + 1. Calls as (tokens fed, cache length "
+        f"before):\n target expected {want_target}\n target got      {got_target}\n draft "
+        f"expected  {want_draft}\n draft got       {got_draft}\n{first}"
+    )
+    want = expected_stats(plan, draft_calls=len(want_draft))
+    assert stats_as_dict(stats) == want, (
+        f"the calls follow the schedule, but the stats do not count them: expected {want}, got "
+        f"{stats}"
+    )
+
+
+@given(
+    dtype=st.sampled_from([torch.float32, torch.bfloat16]),
+    T=lengths(13),
+    N=NEW_TOKENS,
+    k=KS,
+    prompt_seed=seeds(),
+)
+def test_a_draft_in_another_dtype(impl, dtype, T, N, k, prompt_seed):
     target = tiny_model(0, **TARGET)
-    _, stats = impl.speculative_decode(target, target, make_prompt(T, prompt_seed), N, k=k)
-    want = math.ceil(N / (k + 1))
-    assert stats.target_calls == want and stats.accepted == stats.proposed == N - want, (
-        f"a draft identical to the target gets every proposal accepted, so each target call "
-        f"makes k + 1 = {k + 1} tokens (fewer in the last round): {N} tokens need {want} target "
-        f"calls, accepting all {N - want} proposals. Got {stats}. Usually: no bonus token after a "
-        "fully accepted round, or a separate target call for the prompt"
+    draft = tiny_model(5, dtype, **SMALL_DRAFT)
+    prompt = make_prompt(T, prompt_seed)
+    want = greedy_generate_no_cache(target, prompt, N)
+    got, stats = impl.speculative_decode(target, draft, prompt, N, k=k)
+    assert torch.equal(got, want), (
+        f"a {dtype} draft for a float64 target (the README lets the two differ in everything "
+        f"but vocab_size) must still give the target's greedy decoding:\n expected "
+        f"{want.tolist()}\n got      {got.tolist()}\nUsually: both caches made in the target's "
+        "dtype; make each in the dtype of its own model's parameters"
     )
-    assert stats.draft_calls == stats.proposed, (
-        f"the draft is called once per proposal (k_round times a round); got {stats}"
-    )
+    check_stats(stats, N, k)
 
 
 @given(T=lengths(13), N=NEW_TOKENS, k=KS, prompt_seed=seeds())
@@ -253,6 +293,35 @@ BAD_CALLS = [
         lambda impl, t, d: impl.speculative_decode(t, d, torch.zeros(1, 200, dtype=torch.long), 57),
     ),
     BadCall(
+        "speculative_decode(target, draft, prompt [1, 5], 3.0)",
+        "a float max_new_tokens",
+        lambda impl, t, d: impl.speculative_decode(t, d, torch.zeros(1, 5, dtype=torch.long), 3.0),
+    ),
+    BadCall(
+        "speculative_decode(target, draft, prompt [1, 5], 3, k=2.0)",
+        "a float k",
+        lambda impl, t, d: impl.speculative_decode(
+            t, d, torch.zeros(1, 5, dtype=torch.long), 3, k=2.0
+        ),
+    ),
+    BadCall(
+        "speculative_decode(target, draft, prompt [1, 5], 3, k=True)",
+        "a bool k",
+        lambda impl, t, d: impl.speculative_decode(
+            t, d, torch.zeros(1, 5, dtype=torch.long), 3, k=True
+        ),
+    ),
+    BadCall(
+        "speculative_decode(target, draft, prompt [[1, -1, 2]], 3)",
+        "a negative token id",
+        lambda impl, t, d: impl.speculative_decode(t, d, torch.tensor([[1, -1, 2]]), 3),
+    ),
+    BadCall(
+        "speculative_decode(target, draft, prompt [[1, 64, 2]], 3) with vocab_size 64",
+        "a token id past the vocabulary",
+        lambda impl, t, d: impl.speculative_decode(t, d, torch.tensor([[1, 64, 2]]), 3),
+    ),
+    BadCall(
         "speculative_decode(target, draft, prompt [1, 5], 3, k=0)",
         "k of 0",
         lambda impl, t, d: impl.speculative_decode(t, d, torch.zeros(1, 5, dtype=torch.long), 3, 0),
@@ -271,6 +340,11 @@ NAMES = {
     "a float prompt": "prompt_ids",
     "an empty prompt": "prompt_ids",
     "max_new_tokens 0": "max_new_tokens",
+    "a float max_new_tokens": "max_new_tokens",
+    "a float k": "k",
+    "a bool k": "k",
+    "a negative token id": "prompt_ids",
+    "a token id past the vocabulary": "prompt_ids",
     "past max_seq_len": "max_seq_len",
     "k of 0": "k",
     "mismatched vocabularies": "vocab_size",
@@ -293,3 +367,22 @@ def test_draft_past_its_own_max_seq_len_raises_value_error(impl):
         ),
     )
     assert_value_error(bad, impl, match="max_seq_len")
+
+
+@given(
+    T=lengths(13),
+    where=st.integers(0, 12),
+    bad_id=st.one_of(st.integers(-(2**40), -1), st.integers(V, 2**40)),
+    decode=st.sampled_from(["speculative_decode", "prompt_lookup_decode"]),
+)
+def test_a_prompt_token_outside_the_vocabulary_raises_value_error(impl, T, where, bad_id, decode):
+    target, draft = bad_input_models()
+    prompt = make_prompt(T, T)
+    prompt[0, where % T] = bad_id
+    models = (target, draft) if decode == "speculative_decode" else (target,)
+    bad = BadCall(
+        f"{decode}(target, ..., prompt with token {bad_id} at index {where % T} of {T}, 3)",
+        "a prompt token outside 0..vocab_size - 1",
+        lambda impl: getattr(impl, decode)(*models, prompt, 3),
+    )
+    assert_value_error(bad, impl, match="prompt_ids")

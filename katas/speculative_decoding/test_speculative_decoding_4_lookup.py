@@ -6,7 +6,7 @@ import math
 
 import pytest
 import torch
-from hypothesis import given, note
+from hypothesis import example, given, note
 from hypothesis import strategies as st
 
 from grading.cost import CountingModel
@@ -16,9 +16,13 @@ from grading.strategies import lengths, seeds
 from katas.speculative_decoding.cases import (
     TARGET,
     ScriptedModel,
+    expected_stats,
     ideal_schedule,
     lookup_oracle,
+    lookup_rounds,
     rounds,
+    schedule_difference,
+    stats_as_dict,
     tiny_model,
 )
 
@@ -35,11 +39,12 @@ V = 64
         ([4, 4, 4], 2, 3, [4]),  # [4, 4] at 0 ends before the last token
         ([1, 2, 3, 4], 3, 3, []),  # nothing repeats
         ([7], 3, 3, []),  # one token: nothing earlier
+        ([], 3, 3, []),  # no token at all: nothing to look up, and no error
         ([1, 2, 3, 9, 1, 2, 3], 2, 1, [9, 1]),  # max_ngram = 1: only the last token
     ],
 )
 def test_lookup_draft_known_cases(impl, ids, k, max_ngram, want):
-    got = impl.lookup_draft(torch.tensor(ids), k, max_ngram)
+    got = impl.lookup_draft(torch.tensor(ids, dtype=torch.long), k, max_ngram)
     assert got.dtype == torch.long and got.tolist() == want, (
         f"lookup_draft({ids}, k={k}, max_ngram={max_ngram}) should be {want}, got "
         f"{got.dtype} {got.tolist()}: the longest tail (at most max_ngram tokens) that occurs "
@@ -57,6 +62,40 @@ def test_lookup_draft_matches_the_oracle(impl, ids, k, max_ngram):
     got = impl.lookup_draft(torch.tensor(ids, dtype=torch.long), k, max_ngram)
     assert got.tolist() == want, (
         f"lookup_draft({ids}, k={k}, max_ngram={max_ngram}) should be {want}, got {got.tolist()}"
+    )
+
+
+TOKEN_IDS = st.one_of(st.integers(0, 15), st.integers(16, 2**18 - 1))  # any id of 262,144
+
+
+@given(
+    alphabet=st.lists(TOKEN_IDS, min_size=2, max_size=6, unique=True),
+    filler=st.lists(TOKEN_IDS, min_size=1, max_size=3, unique=True),
+    head=st.lists(st.integers(0, 5), max_size=20),
+    gap=st.one_of(st.integers(0, 4), st.integers(30, 150)),
+    tail=st.lists(st.integers(0, 5), max_size=6),
+    k=st.integers(1, 6),
+    max_ngram=st.integers(1, 4),
+)
+@example(alphabet=[0, 1, 4], filler=[7], head=[2, 0], gap=1, tail=[0, 1], k=3, max_ngram=3)
+def test_lookup_draft_on_long_contexts_of_any_token_ids(
+    impl, alphabet, filler, head, gap, tail, k, max_ngram
+):
+    # A head and a tail over a few ids from anywhere in a vocabulary of 262,144 (so n-grams
+    # repeat), with a gap of other ids between them: up to 176 tokens, the tail's n-grams
+    # sometimes seen only at the very beginning.
+    filler = [x for x in filler if x not in alphabet] or [max(alphabet) + 1]
+    ids = (
+        [alphabet[i % len(alphabet)] for i in head]
+        + [filler[i % len(filler)] for i in range(gap)]
+        + [alphabet[i % len(alphabet)] for i in tail]
+    )
+    want = lookup_oracle(ids, k, max_ngram)
+    got = impl.lookup_draft(torch.tensor(ids, dtype=torch.long), k, max_ngram)
+    assert got.tolist() == want, (
+        f"lookup_draft(ids of {len(ids)} tokens, k={k}, max_ngram={max_ngram}) should be {want}, "
+        f"got {got.tolist()}; ids = {ids}. Usually: n-grams compared through a sum or a code "
+        "that two different n-grams can share, or only the most recent tokens searched"
     )
 
 
@@ -125,6 +164,49 @@ def test_prompt_lookup_cuts_target_calls_on_repetitive_text(impl, N, k, extra, m
     )
 
 
+def alphabet_prompt(T: int, size: int, seed: int) -> torch.Tensor:
+    """A prompt of T tokens drawn from `size` distinct ones: n-grams repeat, continuations vary."""
+    gen = torch.Generator().manual_seed(seed)
+    alphabet = torch.randperm(V, generator=gen)[:size]
+    return alphabet[torch.randint(0, size, (1, T), generator=gen)]
+
+
+@given(
+    T=st.one_of(lengths(17), st.integers(33, 90)),
+    N=st.integers(1, 24),
+    k=st.integers(1, 8),
+    max_ngram=st.integers(1, 4),
+    kind=st.sampled_from(["random", "few tokens", "repetitive"]),
+    seed=seeds(),
+)
+def test_prompt_lookup_calls_and_stats_follow_the_lookups(impl, T, N, k, max_ngram, kind, seed):
+    target = CountingModel(tiny_model(0, **TARGET))
+    if kind == "random":
+        prompt = torch.randint(0, V, (1, T), generator=torch.Generator().manual_seed(seed))
+    elif kind == "few tokens":
+        prompt = alphabet_prompt(T, 3, seed)
+    else:
+        prompt = repetitive_prompt(T, 1 + seed % 7, seed)
+    script = greedy_generate_no_cache(target, prompt, N)[0].tolist()
+    target.calls.clear()
+    got, stats = impl.prompt_lookup_decode(target, prompt, N, k=k, max_ngram=max_ngram)
+    assert got[0].tolist() == script, "the output must be the target's greedy decoding"
+    plan, _ = lookup_rounds(script, T, N, k, max_ngram)
+    note(f"rounds (n, proposal length m, accepted): {plan}")
+    want_calls, _ = ideal_schedule(T, plan)
+    got_calls = [(c.tokens, c.cache_len) for c in target.calls]
+    assert got_calls == want_calls, (
+        f"target calls as (tokens fed, cache length before): expected {want_calls}, got "
+        f"{got_calls}: {schedule_difference('target', want_calls, got_calls)}. Each round feeds "
+        "the newest token and the proposal lookup_draft(committed, k_round, max_ngram) makes"
+    )
+    want = expected_stats(plan, draft_calls=0)
+    assert stats_as_dict(stats) == want, (
+        f"with rounds (n, proposal length m, accepted) {plan}, the stats must be {want} "
+        f"(proposed sums the proposals' lengths m, not k_round); got {stats}"
+    )
+
+
 def zeros(*shape: int) -> torch.Tensor:
     return torch.zeros(*shape, dtype=torch.long)
 
@@ -134,6 +216,14 @@ BAD_CALLS = [
             lambda impl, t: impl.lookup_draft(zeros(1, 4), 2)),
     BadCall("lookup_draft(float ids [4], 2)", "float ids",
             lambda impl, t: impl.lookup_draft(torch.zeros(4), 2)),
+    BadCall("lookup_draft(ids [3, -1, 3], 2)", "a negative id",
+            lambda impl, t: impl.lookup_draft(torch.tensor([3, -1, 3]), 2)),
+    BadCall("lookup_draft(ids [4], 2.0)", "a float k",
+            lambda impl, t: impl.lookup_draft(zeros(4), 2.0)),
+    BadCall("prompt_lookup_decode(target, prompt [1, 4], 3.0)", "a float max_new_tokens",
+            lambda impl, t: impl.prompt_lookup_decode(t, zeros(1, 4), 3.0)),
+    BadCall("prompt_lookup_decode(target, prompt [[5, -2]], 3)", "a negative prompt id",
+            lambda impl, t: impl.prompt_lookup_decode(t, torch.tensor([[5, -2]]), 3)),
     BadCall("lookup_draft(ids [4], 0)", "k of 0",
             lambda impl, t: impl.lookup_draft(zeros(4), 0)),
     BadCall("lookup_draft(ids [4], 2, max_ngram=0)", "max_ngram of 0",
@@ -151,6 +241,10 @@ BAD_CALLS = [
 NAMES = {
     "ids not 1-D": "ids",
     "float ids": "ids",
+    "a negative id": "ids",
+    "a float k": "k",
+    "a float max_new_tokens": "max_new_tokens",
+    "a negative prompt id": "prompt_ids",
     "k of 0": "k",
     "max_ngram of 0": "max_ngram",
     "a batch of 2": "prompt_ids",
