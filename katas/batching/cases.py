@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import torch
 from hypothesis import strategies as st
 
+from grading.audit import audited
 from grading.errors import BadCall
 from grading.model import greedy_generate_no_cache, make_model
 from grading.strategies import lengths, seeds
@@ -73,9 +74,11 @@ def workloads(draw, max_requests: int = 6, max_new: int = 10, max_arrival: int =
 
 
 def serve(strategy, model, *args, **kwargs):
-    """Run a strategy with a fresh log; return (its completions, the log of its calls)."""
+    """Run a strategy with a fresh log; return (its completions, the log of its calls), the log
+    checked against the model calls that really ran (grading/audit.py)."""
     model.batch_log.clear()
-    out = strategy(model, *args, **kwargs)
+    with audited(model):
+        out = strategy(model, *args, **kwargs)
     return out, list(model.batch_log)
 
 

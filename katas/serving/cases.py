@@ -15,6 +15,7 @@ import math
 import torch
 from hypothesis import strategies as st
 
+from grading.audit import audited
 from grading.model import greedy_generate_no_cache, make_model
 from grading.workload import WorkloadRequest, poisson_workload
 from katas.batching.cases import MAX_SEQ_LEN, VOCAB, workloads  # noqa: F401 - shared kit
@@ -107,11 +108,14 @@ def chat_workload(n: int = 32, seed: int = 0) -> list[WorkloadRequest]:
 
 def run(fn, model, requests, **kwargs):
     """Call `fn(model, requests, **kwargs)` with fresh logs (the target's and the draft's);
-    return (completions, the target's batch_log)."""
+    return (completions, the target's batch_log). Both logs are checked against the model calls
+    that really ran (grading/audit.py)."""
     for m in (model, kwargs.get("draft") or model):
         m.calls.clear()
         m.batch_log.clear()
-    return fn(model, requests, **kwargs), list(model.batch_log)
+    with audited(model, kwargs.get("draft")):
+        out = fn(model, requests, **kwargs)
+    return out, list(model.batch_log)
 
 
 # ----------------------------------------------------------------------------------------------
