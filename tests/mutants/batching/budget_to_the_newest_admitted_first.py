@@ -8,6 +8,6 @@ CAUGHT_BY = ["test_a_binding_budget_serves_the_oldest_admitted_first"]
 EDITS = [
     (
         "for seq in list(running):  # decodes and unfinished prefills first, oldest first",
-        "for seq in list(reversed(running)):  # decodes and unfinished prefills first, newest first",
+        "for seq in list(reversed(running)):  # newest admitted first",
     ),
 ]
