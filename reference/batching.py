@@ -81,8 +81,10 @@ def _sequences(model, requests) -> list[_Sequence]:
         seen.add(r.id)
         if len(r.prompt) == 0:
             raise ValueError(f"{where}: prompt is empty; it needs at least one token")
-        if not all(isinstance(t, int) and 0 <= t < config.vocab_size for t in r.prompt):
-            raise ValueError(f"{where}: prompt tokens must be ints in 0..{config.vocab_size - 1}")
+        if not all(type(t) is int and 0 <= t < config.vocab_size for t in r.prompt):
+            raise ValueError(
+                f"{where}: prompt tokens must be Python ints in 0..{config.vocab_size - 1}"
+            )
         _check_size(f"{where}: max_new_tokens", r.max_new_tokens)
         _check_size(f"{where}: arrival", r.arrival, 0)
         if len(r.prompt) + r.max_new_tokens - 1 > config.max_seq_len:

@@ -158,8 +158,10 @@ def _check(model, requests, max_batch_size, kv_blocks, block_size, draft, k) -> 
         seen.add(r.id)
         if len(r.prompt) == 0:
             raise ValueError(f"{where}: prompt is empty; it needs at least one token")
-        if not all(isinstance(t, int) and 0 <= t < config.vocab_size for t in r.prompt):
-            raise ValueError(f"{where}: prompt tokens must be ints in 0..{config.vocab_size - 1}")
+        if not all(type(t) is int and 0 <= t < config.vocab_size for t in r.prompt):
+            raise ValueError(
+                f"{where}: prompt tokens must be Python ints in 0..{config.vocab_size - 1}"
+            )
         _check_int(f"{where}: max_new_tokens", r.max_new_tokens, 1)
         _check_int(f"{where}: arrival", r.arrival, 0)
         total = len(r.prompt) + r.max_new_tokens - 1  # the last new token is never fed

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import torch
 from hypothesis import strategies as st
 
+from grading.audit import audited
 from grading.errors import BadCall
 from grading.model import greedy_generate_no_cache, make_model
 from grading.strategies import lengths, seeds
@@ -73,9 +74,11 @@ def workloads(draw, max_requests: int = 6, max_new: int = 10, max_arrival: int =
 
 
 def serve(strategy, model, *args, **kwargs):
-    """Run a strategy with a fresh log; return (its completions, the log of its calls)."""
+    """Run a strategy with a fresh log; return (its completions, the log of its calls), the log
+    checked against the model calls that really ran (grading/audit.py)."""
     model.batch_log.clear()
-    out = strategy(model, *args, **kwargs)
+    with audited(model):
+        out = strategy(model, *args, **kwargs)
     return out, list(model.batch_log)
 
 
@@ -122,6 +125,8 @@ def request_errors(call: str, run):
         BadCall(f"{call} with an empty prompt", "empty prompt", with_requests((1, [], 2, 0))),
         BadCall(f"{call} with token 64 in a 64-token vocabulary", "token outside the vocabulary",
                 with_requests((1, [3, 64], 2, 0))),
+        BadCall(f"{call} with token True", "a bool token", with_requests((1, [3, True], 2, 0))),
+        BadCall(f"{call} with token 3.0", "a float token", with_requests((1, [3.0, 4], 2, 0))),
         BadCall(f"{call} with max_new_tokens=0", "max_new_tokens below 1",
                 with_requests((1, ok, 0, 0))),
         BadCall(f"{call} with arrival=-1", "negative arrival", with_requests((1, ok, 2, -1))),
@@ -180,6 +185,23 @@ class Trace:
     def generated_before(self, r: int, c: int) -> int:
         return max([k for k, call in self.produced[r].items() if call < c], default=0)
 
+    def pending(self, seg: int, c: int) -> int:
+        """Tokens a segment still had to feed at call c: its prompt and every token generated
+        before c, less what its cache held (nothing in the call that admits it)."""
+        s = self.segments[seg]
+        total = len(self.specs[s.request].prompt) + self.generated_before(s.request, c)
+        return total - (self.length_at(seg, c - 1) if s.first_call < c else 0)
+
+    def admitted(self, seg: int) -> tuple[int, tuple[int, int]]:
+        """Admission order: by the call that (re-)admitted it, then first come, first served."""
+        s = self.segments[seg]
+        return (s.first_call, self.key(s.request))
+
+    def rejoined(self, seg: int) -> bool:
+        """The segment is a request's second or later: it follows a preemption."""
+        r = self.segments[seg].request
+        return any(s.request == r for s in self.segments[:seg])
+
 
 def read_trace(log, specs: list[WorkloadRequest]) -> Trace:
     """Who was served in each call, checking that every row fed the right tokens."""
@@ -225,22 +247,53 @@ def read_trace(log, specs: list[WorkloadRequest]) -> Trace:
 
 
 def check_clock(trace: Trace, completions, steps: list[int], rule: str) -> None:
-    """The reported first_token / finished are the steps of the calls that made those tokens."""
-    for r, (got, spec) in enumerate(zip(completions, trace.specs, strict=True)):
+    """The reported first_token / finished are the steps of the calls that made those tokens,
+    and nothing is served before it arrives. Of several wrong events, the earliest is reported
+    (served before its arrival first, at equal steps)."""
+    specs, wrong = trace.specs, []  # (step, not before arrival, request, which, message)
+    for r, (got, spec) in enumerate(zip(completions, specs, strict=True)):
         first, last = trace.first_call(r), trace.last_call(r)
         assert first is not None and last is not None, f"request {spec.id} never got all its tokens"
-        for name, call in (("first_token", first), ("finished", last)):
-            assert getattr(got, name) == steps[call], (
-                f"request {spec.id}: {name} = {getattr(got, name)}, but that token came out of "
-                f"model call {call}, which is step {steps[call]} ({rule})"
-            )
+        for which, (name, call) in enumerate((("first_token", first), ("finished", last))):
+            reported = getattr(got, name)
+            if reported == steps[call]:
+                continue
+            early = isinstance(reported, int) and reported < spec.arrival
+            when = min(reported, steps[call]) if isinstance(reported, int) else steps[call]
+            message = _clock_message(trace, r, name, reported, call, steps, rule)
+            wrong.append((when, not early, r, which, message))
     for c, rows in enumerate(trace.calls):
         for r, _, _ in rows:
-            assert trace.specs[r].arrival <= steps[c], (
-                f"request {trace.specs[r].id} arrives at step {trace.specs[r].arrival} but was "
-                f"served in model call {c}, at step {steps[c]} ({rule}): nothing may be served "
-                "before it arrives"
-            )
+            if specs[r].arrival > steps[c]:
+                wrong.append((steps[c], False, r, 0, (
+                    f"request {specs[r].id} arrives at step {specs[r].arrival} but was served in "
+                    f"model call {c}, at step {steps[c]} ({rule}): nothing may be served before "
+                    "it arrives"
+                )))  # fmt: skip
+    if wrong:
+        raise AssertionError(min(wrong)[-1])
+
+
+def _clock_message(trace: Trace, r: int, name: str, reported, call: int, steps, rule) -> str:
+    spec = trace.specs[r]
+    rejoins = [s.first_call for i, s in enumerate(trace.segments) if s.request == r][1:]
+    if isinstance(reported, int) and reported < spec.arrival:
+        return (
+            f"request {spec.id} reports {name} = {reported}, before its arrival at step "
+            f"{spec.arrival}; its token came out of model call {call}, step {steps[call]} "
+            f"({rule}): nothing may be served before it arrives"
+        )
+    if name == "first_token" and rejoins and reported != steps[call]:
+        return (
+            f"request {spec.id}: first_token = {reported}, but its first token first came out at "
+            f"step {steps[call]}; it was preempted and rejoined at step {steps[rejoins[0]]}. A "
+            "request keeps its tokens and its first_token across a preemption: the recompute "
+            "feeds them again but produces no first token"
+        )
+    return (
+        f"request {spec.id}: {name} = {reported}, but that token came out of model call {call}, "
+        f"which is step {steps[call]} ({rule})"
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -402,14 +455,13 @@ def check_no_slot_left_empty(trace: Trace, steps: list[int], limits: Limits) -> 
     specs = trace.specs
     for c in range(len(trace.calls)):
         left = limits.budget - trace.tokens(c)
+        unused = "no token budget" if math.isinf(left) else f"{left} tokens of its budget unused"
         in_call = {seg: t for _, seg, t in trace.calls[c]}
         for seg in trace.live(c):
-            r = trace.segments[seg].request
-            pending = len(specs[r].prompt) + trace.generated_before(r, c)
-            pending -= trace.length_at(seg, c - 1) if trace.segments[seg].first_call < c else 0
+            r, pending = trace.segments[seg].request, trace.pending(seg, c)
             assert left == 0 or in_call.get(seg, 0) == pending, (
                 f"step {steps[c]}: request {specs[r].id} was fed {in_call.get(seg, 0)} of its "
-                f"{pending} pending tokens while {left} tokens of the step's budget were unused"
+                f"{pending} pending tokens in a call with {unused}"
             )
         queue = waiting(trace, steps, c)
         if not queue or left == 0 or len(trace.live(c)) >= limits.max_batch_size:
@@ -434,6 +486,59 @@ def check_first_come_first_served(trace: Trace, steps: list[int]) -> None:
             f"joined while request {trace.specs[earlier[0]].id} (arrival "
             f"{trace.specs[earlier[0]].arrival}) waited: first come, first served"
         )
+
+
+def check_oldest_admitted_first(trace: Trace, steps: list[int], limits: Limits) -> None:
+    """Each call hands out its budget in admission order: the running requests oldest admitted
+    first, then those that join, each taking min(its pending tokens, the budget left)."""
+    specs = trace.specs
+    for c in range(len(trace.calls)):
+        fed = {seg: t for _, seg, t in trace.calls[c]}
+        order = sorted(trace.live(c), key=trace.admitted)
+        left = limits.budget
+        for i, seg in enumerate(order):
+            r, pending, got = trace.segments[seg].request, trace.pending(seg, c), fed.get(seg, 0)
+            want = min(pending, left)
+            later = [o for o in order[i + 1 :] if fed.get(o, 0)]
+            assert got == want or not later, (
+                f"step {steps[c]}: request {specs[r].id} (admitted at step "
+                f"{steps[trace.segments[seg].first_call]}) was fed {got} of its {pending} pending "
+                f"tokens while request {specs[trace.segments[later[0]].request].id}, admitted "
+                f"after it (at step {steps[trace.segments[later[0]].first_call]}), was fed "
+                f"{fed[later[0]]}: with max_tokens_per_step = {limits.max_tokens_per_step} the "
+                "budget goes to the running requests oldest admitted first (a re-admission counts "
+                "from its step), each taking min(its pending tokens, the budget left)"
+            )
+            assert got == want, (
+                f"step {steps[c]}: request {specs[r].id} was fed {got} tokens; it had {pending} "
+                f"pending and {left} of the budget was left, so min(pending, budget left) = {want}"
+            )
+            left -= got
+
+
+def check_rejoins_keep_their_tokens(trace: Trace, steps: list[int], limits: Limits) -> None:
+    """A preempted request rejoins with its prompt and every token it had generated, fed as a
+    prefill (chunked like any other), not replayed one decode step at a time."""
+    specs = trace.specs
+    for seg, segment in enumerate(trace.segments):
+        if not trace.rejoined(seg):
+            continue
+        r, c0 = segment.request, segment.first_call
+        had = trace.generated_before(r, c0)
+        need = len(specs[r].prompt) + had
+        for c, length in zip(segment.calls, segment.length, strict=True):
+            fed = length - trace.length_at(seg, c - 1) if c > c0 else length
+            left = limits.budget - trace.tokens(c)
+            assert length >= need or left == 0, (
+                f"step {steps[c]}: request {specs[r].id}, preempted after generating {had} "
+                f"tokens, rejoined at step {steps[c0]} and was fed {fed} tokens, up to position "
+                f"{length - 1}, while the step had budget left: a request keeps its tokens and "
+                "its first_token across a preemption; when it rejoins it feeds its prompt and "
+                f"every token it had generated ({need} tokens, as a prefill) and carries on from "
+                "there, instead of starting again from its prompt"
+            )
+            if length >= need:
+                break
 
 
 def preemptions(trace: Trace, limits: Limits) -> list[tuple[int, int]]:

@@ -17,7 +17,8 @@ decoding loops under torch.no_grad(); send only token ids between the model and 
 or `.tolist()` of a few ids).
 
 Bad input raises ValueError naming the argument (every strategy):
-- an empty prompt, or prompt tokens that are not ints in 0..vocab_size - 1;
+- an empty prompt, or prompt tokens that are not Python ints in 0..vocab_size - 1 (a bool, a
+  float or a tensor is refused);
 - max_new_tokens < 1, or a negative arrival;
 - len(prompt) + max_new_tokens - 1 > model.config.max_seq_len (the last new token is never fed);
 - two requests with the same id;
@@ -107,17 +108,19 @@ def continuous_batching(
     free slots at once, first come first served (by arrival; ties: order in `requests`).
 
     Level 4. `max_tokens_per_step` caps the new tokens of one call: running requests are served
-    first (oldest admitted first), each taking min(its pending tokens, what is left of the
-    budget), so a long prompt is prefilled in chunks over several steps; waiting requests join
-    while a slot and budget are left. `kv_blocks` caps KV memory: a request holding n tokens in
-    its cache holds ceil(n / block_size) blocks, taken as its cache grows and all returned when
-    it finishes or is preempted. A waiting request joins only when the blocks for the tokens it
+    first, oldest admitted first (a re-admission after a preemption counts from its step), each
+    taking min(its pending tokens, what is left of the budget), so a long prompt is prefilled in
+    chunks over several steps; waiting requests join while a slot and budget are left.
+    `kv_blocks` caps KV memory: a request holding n tokens in its cache holds
+    ceil(n / block_size) blocks, taken as its cache grows and all returned when it finishes or
+    is preempted. A waiting request joins only when the blocks for the tokens it
     feeds this step (min(its pending tokens, the budget left)) are free, and as soon as they are,
     the step of a preemption included; the queue stops at the first that does not fit. When a
     running request's next tokens need a block and none is free, preempt the most recently admitted
     running request (possibly that one): free its blocks and its cache, put it back in the
     waiting queue (still ordered by arrival), and when it rejoins, feed its prompt and the
-    tokens it had generated again (recompute) before it continues.
+    tokens it had generated again (recompute) before it continues; its tokens and first_token
+    are kept. A chunk is never shrunk to fit the free blocks: it preempts, or does not join.
     """
     # TODO(level 3): a waiting queue, a running list, one forward_batch call per step
     # TODO(level 4): the token budget (chunked prefill), the block pool and preemption

@@ -20,7 +20,9 @@ from katas.batching.cases import (
     check_limits,
     check_no_slot_left_empty,
     check_no_work_after_done,
+    check_oldest_admitted_first,
     check_preemption,
+    check_rejoins_keep_their_tokens,
     continuous_steps,
     ideal_flops,
     ideal_tokens,
@@ -46,6 +48,7 @@ def run_and_check_all(impl, specs, limits: Limits):
     trace = read_trace(log, specs)
     steps = continuous_steps(trace)
     check_no_work_after_done(trace, steps)
+    check_rejoins_keep_their_tokens(trace, steps, limits)
     check_clock(trace, out, steps, CLOCK)
     return trace, steps
 
@@ -57,6 +60,25 @@ def test_chunked_prefill_is_exact_and_stays_within_the_budget(impl, specs, max_b
     check_limits(trace, steps, limits)
     check_no_slot_left_empty(trace, steps, limits)
     check_first_come_first_served(trace, steps)
+    check_oldest_admitted_first(trace, steps, limits)
+
+
+@st.composite
+def binding_budgets(draw):
+    """Several requests running at once and a budget smaller than their next tokens: every step
+    some running request must wait for the budget."""
+    specs = draw(workloads(max_requests=8, max_new=10, max_arrival=3))
+    budget = draw(st.integers(1, 3), label="max_tokens_per_step")
+    return specs, Limits(draw(st.sampled_from([5, 7, 8]), label="max_batch_size"), budget)
+
+
+@given(case=binding_budgets())
+def test_a_binding_budget_serves_the_oldest_admitted_first(impl, case):
+    specs, limits = case
+    note(f"{limits}")
+    trace, steps = run_and_check_all(impl, specs, limits)
+    check_limits(trace, steps, limits)
+    check_oldest_admitted_first(trace, steps, limits)
 
 
 @st.composite
@@ -86,6 +108,7 @@ def test_kv_blocks_are_never_over_committed_and_preemption_is_exact(impl, case):
     check_limits(trace, steps, limits)
     check_no_slot_left_empty(trace, steps, limits)
     check_first_come_first_served(trace, steps)
+    check_oldest_admitted_first(trace, steps, limits)
     check_preemption(trace, steps, limits)
 
 
@@ -93,16 +116,16 @@ def test_preemption_recomputes_within_the_counted_cost(impl, figures):
     specs, limits = PREEMPTING
     model = make_model(0, torch.float64)
     args = (limits.max_batch_size, limits.max_tokens_per_step, limits.kv_blocks, 4)
-    model.batch_log.clear()
-    out, flops = count_flops(impl.continuous_batching, model, as_requests(impl, specs), *args)
+    out, log = serve(impl.continuous_batching, model, as_requests(impl, specs), *args)
     check_completions(out, specs)
-    trace = read_trace(model.batch_log, specs)
+    trace = read_trace(log, specs)
+    _, flops = count_flops(impl.continuous_batching, model, as_requests(impl, specs), *args)
     again = [
         len(specs[s.request].prompt) + trace.generated_before(s.request, s.first_call)
         for i, s in enumerate(trace.segments)
-        if any(t.request == s.request for t in trace.segments[:i])
+        if trace.rejoined(i)
     ]
-    fed = sum(call.new_tokens for call in model.batch_log)
+    fed = sum(call.new_tokens for call in log)
     figures.record("tokens recomputed after preemption", recomputed_tokens(trace), kv_blocks=6)
     assert again, "3 requests of 4 + 12 tokens cannot share 6 blocks of 4: someone is preempted"
     assert fed == ideal_tokens(specs) + recomputed_tokens(trace), (

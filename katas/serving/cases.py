@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import functools
 import math
+from collections import Counter
+from dataclasses import dataclass
 
 import torch
 from hypothesis import strategies as st
 
+from grading.audit import audited
 from grading.model import greedy_generate_no_cache, make_model
 from grading.workload import WorkloadRequest, poisson_workload
 from katas.batching.cases import MAX_SEQ_LEN, VOCAB, workloads  # noqa: F401 - shared kit
@@ -61,25 +64,47 @@ def solo(prompt: tuple[int, ...], max_new_tokens: int) -> tuple[int, ...]:
     return tuple(out[0, len(prompt) :].tolist())
 
 
+@dataclass(frozen=True)
+class Round:
+    """One speculative round of one request alone."""
+
+    committed: int  # L: its tokens (prompt + generated) when the round starts
+    proposals: tuple[int, ...]  # the draft's greedy proposals from the true context
+    kept: int  # j: how many of them match the target's own tokens
+    draft_cached: int  # tokens the draft holds when the round starts, rolled back exactly
+
+
 @functools.lru_cache(maxsize=4096)
-def rounds(kind: str, prompt: tuple[int, ...], max_new_tokens: int, k: int) -> int:
-    """Steps speculative decoding needs for one request alone: each round the draft proposes
-    min(k, tokens still needed - 1) greedy tokens from the true context (no cache), and the
-    longest prefix matching the target's own tokens is kept, plus one of the target's."""
-    want, model = solo(prompt, max_new_tokens), draft(kind)
-    done = count = 0
+def solo_rounds(
+    kind: str | None, prompt: tuple[int, ...], max_new_tokens: int, k: int
+) -> tuple[Round, ...]:
+    """Speculative decoding of one request alone: each round the draft proposes min(k, tokens
+    still needed - 1) greedy tokens from the true context (no cache), and the longest prefix
+    matching the target's own tokens is kept, plus one of the target's. Without a draft
+    (`kind=None`) every round proposes nothing. Preemption never changes these rounds: it falls
+    between them."""
+    want = solo(prompt, max_new_tokens)
+    done, cached, out = 0, 0, []
     while done < max_new_tokens:
         context = list(prompt) + list(want[:done])
         proposals = []
-        for _ in range(min(k, max_new_tokens - done - 1)):
+        for _ in range(0 if kind is None else min(k, max_new_tokens - done - 1)):
             ids = torch.tensor([context + proposals])
             with torch.no_grad():
-                proposals.append(int(model(ids)[0, -1].argmax()))
+                proposals.append(int(draft(kind)(ids)[0, -1].argmax()))
         kept = 0
         while kept < len(proposals) and proposals[kept] == want[done + kept]:
             kept += 1
-        done, count = done + kept + 1, count + 1
-    return count
+        out.append(Round(len(context), tuple(proposals), kept, cached))
+        if proposals:  # the draft read the context and all but its last proposal
+            cached = len(context) + min(len(proposals) - 1, kept)
+        done += kept + 1
+    return tuple(out)
+
+
+def rounds(kind: str, prompt: tuple[int, ...], max_new_tokens: int, k: int) -> int:
+    """Steps speculative decoding needs for one request alone."""
+    return len(solo_rounds(kind, prompt, max_new_tokens, k))
 
 
 def as_requests(impl, specs: list[WorkloadRequest]) -> list:
@@ -107,11 +132,14 @@ def chat_workload(n: int = 32, seed: int = 0) -> list[WorkloadRequest]:
 
 def run(fn, model, requests, **kwargs):
     """Call `fn(model, requests, **kwargs)` with fresh logs (the target's and the draft's);
-    return (completions, the target's batch_log)."""
+    return (completions, the target's batch_log). Both logs are checked against the model calls
+    that really ran (grading/audit.py)."""
     for m in (model, kwargs.get("draft") or model):
         m.calls.clear()
         m.batch_log.clear()
-    return fn(model, requests, **kwargs), list(model.batch_log)
+    with audited(model, kwargs.get("draft")):
+        out = fn(model, requests, **kwargs)
+    return out, list(model.batch_log)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -204,3 +232,115 @@ def naive_flops(model, specs: list[WorkloadRequest]) -> int:
             total += c.n_layers * (L * per_token + 2 * 2 * H * hd * L * L)
             total += L * 2 * dim * c.vocab_size
     return total
+
+
+# ----------------------------------------------------------------------------------------------
+# What each model reads: exactly the committed tokens once, the rejected proposals, and what a
+# preemption makes it recompute
+
+
+def _admissions(log, specs, kind, k) -> list[tuple[int, int, int]]:
+    """(call, request, round) of every row that starts a request's memory from position 0: the
+    row feeds the request's committed tokens (then, for the target, the round's proposals)."""
+    by_first = {spec.prompt[0]: r for r, spec in enumerate(specs)}  # distinct first tokens
+    found = []
+    for c, call in enumerate(log):
+        for row in (row for row in call.rows if row.start == 0):
+            r = by_first.get(row.tokens[0])
+            assert r is not None, f"call {c}: a row starts with {row.tokens[0]}, no prompt's first"
+            spec = specs[r]
+            full = list(spec.prompt) + list(solo(tuple(spec.prompt), spec.max_new_tokens))
+            plan = solo_rounds(kind, tuple(spec.prompt), spec.max_new_tokens, k)
+            fits = [
+                i for i, rd in enumerate(plan)
+                if list(row.tokens) in (full[: rd.committed] + list(rd.proposals),
+                                        full[: rd.committed])
+            ]  # fmt: skip
+            assert fits, (
+                f"call {c}: request {spec.id} starts again from position 0 with "
+                f"{list(row.tokens)}; a request (re)joins with its prompt and every token it has "
+                "generated, followed by the round's proposals"
+            )
+            found.append((c, r, fits[-1]))
+    return found
+
+
+def check_reads(model, draft_model, kind, k, specs) -> None:
+    """Each model reads every committed token once between preemptions, plus the proposals it
+    is given that are then rejected, plus, after a preemption, everything it had cached."""
+    target_log = list(model.batch_log)
+    plans = [solo_rounds(kind, tuple(s.prompt), s.max_new_tokens, k) for s in specs]
+    rejoins = Counter()  # (request, round) of each target admission
+    recompute = 0
+    for _, r, i in _admissions(target_log, specs, kind, k):
+        rejoins[r, i] += 1
+        recompute += plans[r][i].committed - 1 if i else 0
+    rejected = sum(len(rd.proposals) - rd.kept for plan in plans for rd in plan)
+    want = ideal_tokens(specs) + rejected + recompute
+    fed = sum(call.new_tokens for call in target_log)
+    assert fed == want, (
+        f"the target read {fed} tokens; it must read each committed token once "
+        f"({ideal_tokens(specs)}), the {rejected} proposals it rejects and the {recompute} it "
+        f"had cached when preempted: {want}. More: its memory rolled back past the rejected "
+        "proposals (the accepted ones' keys are kept), or a recompute fed more; fewer: it kept "
+        "keys of rejected proposals"
+    )
+    if draft_model is None:
+        return
+    draft_log = list(draft_model.batch_log)
+    want = recompute = 0
+    for plan in plans:
+        for rd in plan:
+            if rd.proposals:  # unread committed tokens, then all but the last proposal
+                want += rd.committed - rd.draft_cached + len(rd.proposals) - 1
+    restarts = Counter((r, i) for _, r, i in _admissions(draft_log, specs, kind, k))
+    for (r, i), times in restarts.items():
+        extra = times - rejoins[r, i]
+        assert extra <= 0, (
+            f"the draft started request {specs[r].id} again from position 0 in its round {i + 1} "
+            "with no preemption there: roll the draft back only past the rejected proposals"
+        )
+        recompute += times * plans[r][i].draft_cached
+    want += recompute
+    fed = sum(call.new_tokens for call in draft_log)
+    assert fed == want, (
+        f"the draft read {fed} tokens; rolled back exactly it reads each committed token once, "
+        f"plus every proposal but a round's last, plus {recompute} recomputed after "
+        f"preemptions: {want}. More: it dropped keys of committed tokens it had read (roll back "
+        "only the rejected proposals); fewer: it kept keys of rejected proposals"
+    )
+
+
+def check_preempts_only_without_blocks(log, specs, kind, k, kv_blocks, block_size) -> None:
+    """A running request is preempted only when the running requests' next rows would need
+    more than kv_blocks blocks with it. Every running request is in every call, so a request
+    admitted at call a in round i is fed its rounds i, i + 1, ... in calls a, a + 1, ...
+    until it finishes, or is preempted the call after its last."""
+    if kv_blocks is None:
+        return
+    plans = [solo_rounds(kind, tuple(s.prompt), s.max_new_tokens, k) for s in specs]
+    admitted = _admissions(log, specs, kind, k)
+    victims: dict[int, list[int]] = {}  # call -> blocks each request preempted there needed
+    for n, (a, r, i) in enumerate(admitted):
+        later = [(c, j) for c, q, j in admitted[n + 1 :] if q == r]
+        if not later:
+            continue
+        c, j = later[0]
+        preempted_at = a + (j - i)  # the call after its last round of this stay
+        if preempted_at >= c:
+            continue  # preempted and admitted again in one step
+        rd = plans[r][j]
+        need = math.ceil((rd.committed + len(rd.proposals)) / block_size)
+        victims.setdefault(preempted_at, []).append(need)
+    for c, needs in victims.items():
+        running = sum(
+            math.ceil((row.start + len(row.tokens)) / block_size)
+            for row in log[c].rows
+            if row.start > 0
+        )
+        assert running + sum(needs) > kv_blocks, (
+            f"call {c}: {len(needs)} request(s) were preempted, yet the running requests' rows "
+            f"need {running} blocks and the preempted ones would have needed {sum(needs)} more: "
+            f"{running + sum(needs)} of {kv_blocks}. Preempt only when a running request needs "
+            "a block and none is free"
+        )

@@ -27,7 +27,8 @@ can run passes idle. A request may be served only at steps >= its `arrival`. Dec
 greedy; each request's tokens must equal naive_serve's (decoding it alone).
 
 Bad input raises ValueError naming the argument:
-- an empty prompt, or prompt tokens that are not ints in 0..vocab_size - 1;
+- an empty prompt, or prompt tokens that are not Python ints in 0..vocab_size - 1 (a bool, a
+  float or a tensor is refused);
 - max_new_tokens < 1, or a negative arrival; two requests with the same id;
 - len(prompt) + max_new_tokens - 1 > max_seq_len of the model (or of the draft);
 - max_batch_size, kv_blocks, block_size or k < 1 (k even without a draft);

@@ -19,6 +19,8 @@ from katas.serving.cases import (
     chat_workload,
     check_completions,
     check_memory,
+    check_preempts_only_without_blocks,
+    check_reads,
     ideal_flops,
     ideal_tokens,
     naive_flops,
@@ -41,6 +43,8 @@ def test_serve_tokens_equal_naive_serve_within_every_budget(impl, data, specs, b
     )  # fmt: skip
     check_completions(out, specs)
     check_memory(log, batch, kv_blocks, block_size)
+    check_reads(model, None, None, 1, specs)
+    check_preempts_only_without_blocks(log, specs, None, 1, kv_blocks, block_size)
 
 
 @given(specs=workloads(max_requests=8, max_new=12))
