@@ -2,7 +2,12 @@
 
 Tests take the `figures` fixture and call `figures.record("name", value, "unit", key=value...)`.
 The figures are listed at the end of the run and, with `--figures PATH`, written there as JSON
-(the prepared GPU check turns that file into a Markdown table).
+after every test (so a run stopped early keeps what it measured; the prepared GPU check turns
+that file into a Markdown table).
+
+A speed target is stated with `figures.expect(ok, "what failed")`: on a GPU it is an assertion;
+in a rehearsal on the CPU (`--rehearse`) the times mean nothing, so the target is listed as
+"rehearsed, not measured" with what the rehearsal's figures would have said, and not judged.
 """
 
 from __future__ import annotations
@@ -32,13 +37,29 @@ class Figure:
 class FigureLog:
     """Collects figures for one test session."""
 
-    def __init__(self) -> None:
+    def __init__(self, rehearsal: bool = False) -> None:
         self.figures: list[Figure] = []
+        self.rehearsal = rehearsal
+        self.rehearsed: list[str] = []  # speed targets a rehearsal ran past without judging
+
+    @staticmethod
+    def _current_test() -> str:
+        # PYTEST_CURRENT_TEST is "path::test_name (call)" while a test runs.
+        return os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" ", 1)[0]
 
     def record(self, name: str, value: float, unit: str = "", **context: Any) -> None:
-        # PYTEST_CURRENT_TEST is "path::test_name (call)" while a test runs.
-        test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" ", 1)[0]
-        self.figures.append(Figure(test, name, float(value), unit, context))
+        if self.rehearsal:
+            context = {**context, "rehearsed": True}
+        self.figures.append(Figure(self._current_test(), name, float(value), unit, context))
+
+    def expect(self, ok: bool, failure: str) -> None:
+        """A speed target: judged on a GPU; in a rehearsal, listed as rehearsed, not measured."""
+        __tracebackhide__ = True
+        if not self.rehearsal:
+            assert ok, failure
+            return
+        verdict = "would pass" if ok else f"would fail: {failure}"
+        self.rehearsed.append(f"{self._current_test().split('::')[-1]}: {verdict}")
 
     def write_json(self, path: str | Path) -> None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)

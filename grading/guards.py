@@ -41,14 +41,16 @@ import torch
 from hypothesis import settings
 
 from grading import observe
+from grading.devices import gpu_path
 from grading.model import TinyLlama
 from grading.observe import Observation, observing
 from grading.rules import Rule, rules_for
 
 # On a GPU, a function's first calls in each test are guarded, the rest run as they are: a
 # benchmark calls it hundreds of times, and copying its inputs and counting its operators would
-# be timed with it. A call is on a GPU when a tensor argument is, or the shared model given is.
-# (Costs are counted on the CPU, where every call is guarded.)
+# be timed with it. A call is on a GPU when a tensor argument is, or the shared model given is
+# (in a rehearsal of the GPU tests on the CPU, every call is: `gpu_path`). (Costs are counted on
+# the CPU, where every call is guarded.)
 GPU_CALLS = 16
 
 
@@ -153,7 +155,9 @@ class Guard:
         tensors = [(label, t) for n in names for label, t in _tensors(bound[n], n)]
         self.calls[qualname] = self.calls.get(qualname, 0) + 1
         models = [m for m in (*args, *kwargs.values()) if isinstance(m, TinyLlama)]
-        on_gpu = any(t.is_cuda for _, t in tensors) or any(m.embed.weight.is_cuda for m in models)
+        on_gpu = any(gpu_path(t) for _, t in tensors) or any(
+            gpu_path(m.embed.weight) for m in models
+        )
         if self.calls[qualname] > GPU_CALLS and on_gpu:
             return self.unobserved(fn, *args, **kwargs)  # a benchmark's hundredth call
         saved = [(label, t, t.clone()) for label, t in tensors]

@@ -1,7 +1,8 @@
 """The pytest plugin every kata's tests run under (loaded by the repository's conftest.py).
 
 It adds `--impl` and `--figures`, registers the Hypothesis profiles, switches Triton to its CPU
-interpreter when there is no GPU, skips GPU tests on the CPU, puts the guards of
+interpreter when there is no GPU, skips GPU tests on the CPU (or, with `--rehearse`, runs them
+there at small sizes: `grading.rehearsal`), puts the guards of
 `grading.guards` around the implementation under test (and checks after each test that the judge
 was left alone), and turns "not implemented yet" failures into one short line each.
 """
@@ -14,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
-from grading.devices import has_cuda, use_triton_interpreter_without_gpu
+from grading.devices import REHEARSAL, GpuRun, has_cuda, use_triton_interpreter_without_gpu
 
 # Before anything imports Triton (torch.utils.flop_counter does, under the guards).
 use_triton_interpreter_without_gpu()
@@ -22,6 +23,7 @@ use_triton_interpreter_without_gpu()
 from grading.figures import FigureLog  # noqa: E402
 from grading.guards import GuardFailure, JudgeSnapshot, guard_module  # noqa: E402
 from grading.impl import KATAS_DIR, ImplError, kata_of, load_impl  # noqa: E402
+from grading.rehearsal import PlannedTest, Tally, triton_launch_counters, write_plan  # noqa: E402
 from grading.source_check import check_source  # noqa: E402
 
 # dev: the learner's inner loop, derandomised: unchanged code gets the same examples and so the
@@ -54,6 +56,8 @@ _UNIMPLEMENTED = pytest.StashKey[list]()
 _JUDGE = pytest.StashKey[JudgeSnapshot]()
 _GUARDS = pytest.StashKey[list]()
 _SOURCE = pytest.StashKey[set]()
+_GPU_RUN = pytest.StashKey[GpuRun]()
+_PLAN = pytest.StashKey[list]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -67,19 +71,38 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--figures", default=None, help="write the figures tests record to this JSON file"
     )
+    group.addoption(
+        "--rehearse",
+        action="store_true",
+        help="run only the GPU tests, on the CPU at small sizes: correctness judged, speed "
+        "targets listed as rehearsed, not measured",
+    )
+    group.addoption(
+        "--plan", default=None, help="with --rehearse: write the GPU check's plan to this file"
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.stash[_FIGURES] = FigureLog()
+    rehearse = config.getoption("--rehearse")
+    if rehearse:
+        os.environ[REHEARSAL] = "1"  # read by code with a GPU path (grading.devices.gpu_path)
+    config.stash[_FIGURES] = FigureLog(rehearsal=rehearse)
     config.stash[_UNIMPLEMENTED] = []
+    config.stash[_PLAN] = []
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--rehearse"):
+        others = [item for item in items if "gpu" not in item.keywords]
+        if others:
+            config.hook.pytest_deselected(items=others)
+            items[:] = [item for item in items if "gpu" in item.keywords]
+        return
     if has_cuda():
         return
     skip = pytest.mark.skip(
         reason="needs a CUDA GPU and this machine has none; on a GPU machine run "
-        "`python3 -m grading.gpu_check`"
+        "`python3 -m grading.gpu_check` (`--rehearse` runs it here, on the CPU)"
     )
     for item in items:
         if "gpu" in item.keywords:
@@ -97,7 +120,11 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item):
     """After each test of an implementation: fail it if the judge was changed meanwhile."""
-    result = yield
+    run = item.stash.get(_GPU_RUN, None)
+    if run is not None and run.rehearsal:
+        result = yield from _tallied(item, run)
+    else:
+        result = yield
     judge = item.config.stash.get(_JUDGE, None)
     if judge is not None and "impl" in getattr(item, "fixturenames", ()):
         changed = judge.changes()
@@ -109,6 +136,38 @@ def pytest_runtest_call(item: pytest.Item):
                 "use"
             )
     return result
+
+
+def _tallied(item: pytest.Item, run: GpuRun):
+    """Run a rehearsed GPU test under the rehearsal's tally and plan it (grading.rehearsal)."""
+    counters = triton_launch_counters(run.work)
+    saved = [cls.__dict__["run"] for cls, _ in counters]
+    for cls, replacement in counters:
+        cls.run = replacement["run"]
+    try:
+        with Tally(run.work):
+            result = yield
+    finally:
+        for (cls, _), real in zip(counters, saved, strict=True):
+            cls.run = real
+    kind = "sweep" if run.work.bench_ms else "correctness"
+    headline = item.get_closest_marker("headline")  # its arguments: which parametrized ids
+    callspec = getattr(item, "callspec", None)
+    if headline and (not headline.args or (callspec and callspec.id in headline.args)):
+        kind = "headline"
+    seconds = run.work.estimate_seconds()
+    item.config.stash[_PLAN].append(PlannedTest(item.nodeid, kata_of(item.path), kind, seconds,
+                                                run.work))  # fmt: skip
+    return result
+
+
+@pytest.fixture
+def gpu(request: pytest.FixtureRequest) -> GpuRun:
+    """Where and how big a GPU test runs (grading.devices.GpuRun): CUDA at full size, or the CPU
+    at small sizes in a rehearsal (`--rehearse`)."""
+    run = GpuRun.here(rehearse=request.config.getoption("--rehearse"))
+    request.node.stash[_GPU_RUN] = run
+    return run
 
 
 @pytest.fixture(scope="module")
@@ -172,6 +231,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     return report
 
 
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    """Figures are written after every test: a run stopped early keeps what it measured."""
+    path = item.config.getoption("--figures")
+    if path:
+        item.config.stash[_FIGURES].write_json(path)
+
+
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     refused = config.stash.get(_SOURCE, set())
     if refused:  # a warning here; grading refuses the file (grading/README.md)
@@ -189,6 +255,14 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
         terminalreporter.section("figures")
         for fig in log.figures:
             terminalreporter.write_line(f"{fig.test.split('::')[-1]}: {fig}")
+    if log.rehearsed:
+        terminalreporter.section("speed targets: rehearsed, not measured")
+        for line in log.rehearsed:
+            terminalreporter.write_line(line)
+    plan = config.getoption("--plan")
+    if plan and config.stash[_PLAN]:
+        write_plan(config.stash[_PLAN], plan)
+        terminalreporter.write_line(f"GPU check plan written to {plan}")
     path = config.getoption("--figures")
     if path:
         log.write_json(path)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from grading.devices import gpu_path
 from grading.model import causal_mask
 from grading.naive import Completion, Request
 from reference.moe import moe_forward
@@ -127,7 +128,7 @@ def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     H, T, D = q.shape
     k = k.repeat_interleave(H // k.shape[0], dim=0)  # (H, L, hd)
     v = v.repeat_interleave(H // v.shape[0], dim=0)
-    if q.is_cuda:  # the FlashAttention kata's kernel (bottom-right causal, as here)
+    if gpu_path(q):  # on a GPU, and rehearsing: the FlashAttention kata's kernel (bottom-right)
         from reference.flash_attention import flash_attention
 
         return flash_attention(q[None], k[None], v[None], causal=True)[0]

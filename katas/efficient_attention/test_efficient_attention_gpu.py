@@ -1,6 +1,7 @@
 """GPU checks and benchmarks: sliding window and block-sparse against dense causal attention.
 
-Skipped without CUDA; on a GPU machine run `python3 -m grading.gpu_check`. The baseline is
+Skipped without CUDA; on a GPU machine run `python3 -m grading.gpu_check` (`pytest
+katas/efficient_attention -m gpu --rehearse` runs them on the CPU, small). The baseline is
 PyTorch's fused dense attention (`scaled_dot_product_attention(..., is_causal=True)`) on the same
 inputs in the same run; the figures are speed-ups next to the fraction of the causal work kept.
 """
@@ -11,7 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grading.attention import AttentionCase, bench
+from grading.attention import AttentionCase
 from grading.oracles import attention_oracle
 from grading.tolerance import assert_close
 from katas.efficient_attention.cases import band_mask, linear_attention_oracle, token_mask
@@ -21,20 +22,18 @@ WINDOW = 1024
 BLOCK = 128
 BLOCKS_PER_ROW = 8  # a causal band of blocks: the diagonal block and the 7 before it
 LENGTHS = (8192, 16384, 32768)
+SHRINK = 64  # a rehearsal divides lengths, window and block by this
 
 
-def long_inputs(n: int) -> list[torch.Tensor]:
-    gen = torch.Generator(device="cuda").manual_seed(n)
-    return [
-        torch.randn(B, H, n, D, device="cuda", dtype=torch.float16, generator=gen) for _ in range(3)
-    ]
+def long_inputs(gpu, n: int) -> list[torch.Tensor]:
+    return [gpu.randn(B, gpu.count(H, 2), n, D, seed=n + i, dtype=torch.float16) for i in range(3)]
 
 
-def timings(n: int, ours) -> tuple[float, float]:
+def timings(gpu, n: int, ours) -> tuple[float, float]:
     """Median ms of dense causal attention and of ours(q, k, v) on the same inputs of length n."""
-    q, k, v = long_inputs(n)
-    dense_ms = bench(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))
-    ms = bench(lambda: ours(q, k, v))
+    q, k, v = long_inputs(gpu, n)
+    dense_ms = gpu.bench(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))
+    ms = gpu.bench(lambda: ours(q, k, v))
     return dense_ms, ms
 
 
@@ -49,18 +48,18 @@ def block_band(nb: int) -> torch.Tensor:
 
 
 @pytest.mark.gpu
-def test_cuda_results_match_the_oracle(impl):
+def test_cuda_results_match_the_oracle(impl, gpu):
     case = AttentionCase(B=2, H=4, Hkv=2, Nq=300, Nk=300, D=64, dtype=torch.float16)
-    q, k, v = case.tensors("cuda")
+    q, k, v = case.tensors(gpu.device)
     out = impl.sliding_window_attention(q, k, v, 37)
-    assert out.device.type == "cuda", "outputs stay on the inputs' device"
+    assert out.device == q.device, f"outputs stay on the inputs' device: got {out.device}"
     mask = band_mask(300, 300, 37)
     assert_close(
         out, attention_oracle(q, k, v, causal=True, mask=mask), hint="sliding window on CUDA"
     )
     scattered = torch.rand(10, 10, generator=torch.Generator().manual_seed(0)) < 0.3
     block_mask = block_band(10) | scattered  # 10 blocks of 32 for 300 tokens
-    out = impl.block_sparse_attention(q, k, v, block_mask.cuda(), 32, causal=True)
+    out = impl.block_sparse_attention(q, k, v, block_mask.to(gpu.device), 32, causal=True)
     expected = attention_oracle(q, k, v, causal=True, mask=token_mask(block_mask, 32, 300))
     assert_close(out, expected, hint="block-sparse on CUDA")
     out = impl.linear_attention(q, k, v, causal=True)
@@ -70,7 +69,8 @@ def test_cuda_results_match_the_oracle(impl):
 
 
 @pytest.mark.gpu
-def test_sliding_window_speedup_grows_as_the_kept_work_shrinks(impl, figures):
+@pytest.mark.headline
+def test_sliding_window_speedup_grows_as_the_kept_work_shrinks(impl, figures, gpu):
     """Sliding window (window 1024) against dense causal attention at N = 8K, 16K and 32K.
 
     The window keeps n·w - w(w-1)/2 of the n(n+1)/2 causal pairs: about 1/4, 1/8 and 1/16. A
@@ -81,25 +81,30 @@ def test_sliding_window_speedup_grows_as_the_kept_work_shrinks(impl, figures):
     is asserted (an implementation that is quadratic underneath stays near 1x).
     """
     speedups = {}
-    for n in LENGTHS:
-        dense_ms, ms = timings(n, lambda q, k, v: impl.sliding_window_attention(q, k, v, WINDOW))
-        kept = (n * WINDOW - WINDOW * (WINDOW - 1) // 2) / causal_pairs(n)
+    lengths = [gpu.size(n, n // SHRINK) for n in LENGTHS]
+    window = gpu.size(WINDOW, WINDOW // SHRINK)
+    for n in lengths:
+        dense_ms, ms = timings(
+            gpu, n, lambda q, k, v: impl.sliding_window_attention(q, k, v, window)
+        )
+        kept = (n * window - window * (window - 1) // 2) / causal_pairs(n)
         speedups[n] = dense_ms / ms
         figures.record(
             "sliding window: speed-up over dense causal", speedups[n], "x",
-            N=n, window=WINDOW, work_kept=round(kept, 4),
+            N=n, window=window, work_kept=round(kept, 4),
             ms=round(ms, 3), dense_ms=round(dense_ms, 3),
         )  # fmt: skip
-    growth = speedups[LENGTHS[-1]] / speedups[LENGTHS[0]]
-    assert growth >= 1.5, (
-        f"the speed-up over dense went from {speedups[LENGTHS[0]]:.2f}x at N={LENGTHS[0]} to "
-        f"{speedups[LENGTHS[-1]]:.2f}x at N={LENGTHS[-1]} (x{growth:.2f}); with 4x the tokens, "
-        "dense does 16x the work and a sliding window 4x, so it should grow about 4x"
+    growth = speedups[lengths[-1]] / speedups[lengths[0]]
+    figures.expect(
+        growth >= 1.5,
+        f"the speed-up over dense went from {speedups[lengths[0]]:.2f}x at N={lengths[0]} to "
+        f"{speedups[lengths[-1]]:.2f}x at N={lengths[-1]} (x{growth:.2f}); with 4x the tokens, "
+        "dense does 16x the work and a sliding window 4x, so it should grow about 4x",
     )
 
 
 @pytest.mark.gpu
-def test_block_sparse_speedup_grows_as_the_kept_work_shrinks(impl, figures):
+def test_block_sparse_speedup_grows_as_the_kept_work_shrinks(impl, figures, gpu):
     """Block-sparse with a causal band of 8 blocks of 128 against dense causal attention.
 
     At N = 8K, 16K and 32K the band keeps about 1/4, 1/8 and 1/16 of the causal pairs. As for the
@@ -107,24 +112,28 @@ def test_block_sparse_speedup_grows_as_the_kept_work_shrinks(impl, figures):
     only the trend is asserted: from 8K to 32K the speed-up must grow at least 1.5x (ideally 4x).
     """
     speedups = {}
-    for n in LENGTHS:
-        nb = n // BLOCK
+    lengths = [gpu.size(n, n // SHRINK) for n in LENGTHS]
+    block = gpu.size(BLOCK, BLOCK // SHRINK)
+    for n in lengths:
+        nb = n // block
         block_mask = block_band(nb)
         below = int(block_mask.sum()) - nb  # blocks fully below the diagonal
-        kept = (below * BLOCK * BLOCK + nb * BLOCK * (BLOCK + 1) // 2) / causal_pairs(n)
-        mask = block_mask.cuda()
+        kept = (below * block * block + nb * block * (block + 1) // 2) / causal_pairs(n)
+        mask = block_mask.to(gpu.device)
         dense_ms, ms = timings(
-            n, lambda q, k, v, mask=mask: impl.block_sparse_attention(q, k, v, mask, BLOCK, True)
-        )
+            gpu, n,
+            lambda q, k, v, mask=mask: impl.block_sparse_attention(q, k, v, mask, block, True),
+        )  # fmt: skip
         speedups[n] = dense_ms / ms
         figures.record(
             "block-sparse: speed-up over dense causal", speedups[n], "x",
-            N=n, block=BLOCK, blocks_per_row=BLOCKS_PER_ROW, work_kept=round(kept, 4),
+            N=n, block=block, blocks_per_row=BLOCKS_PER_ROW, work_kept=round(kept, 4),
             ms=round(ms, 3), dense_ms=round(dense_ms, 3),
         )  # fmt: skip
-    growth = speedups[LENGTHS[-1]] / speedups[LENGTHS[0]]
-    assert growth >= 1.5, (
-        f"the speed-up over dense went from {speedups[LENGTHS[0]]:.2f}x at N={LENGTHS[0]} to "
-        f"{speedups[LENGTHS[-1]]:.2f}x at N={LENGTHS[-1]} (x{growth:.2f}); the allowed blocks grow "
-        "with N, dense work with N², so it should grow about 4x"
+    growth = speedups[lengths[-1]] / speedups[lengths[0]]
+    figures.expect(
+        growth >= 1.5,
+        f"the speed-up over dense went from {speedups[lengths[0]]:.2f}x at N={lengths[0]} to "
+        f"{speedups[lengths[-1]]:.2f}x at N={lengths[-1]} (x{growth:.2f}); the allowed blocks grow "
+        "with N, dense work with N², so it should grow about 4x",
     )

@@ -60,6 +60,7 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
+from grading.devices import has_cuda, synchronize
 from grading.impl import ImplError, load_impl
 from grading.model import TinyLlama, make_model
 from grading.naive import naive_serve
@@ -164,11 +165,16 @@ def server(impl, variant: Variant, target: nn.Module, draft: nn.Module | None, k
     return lambda requests: impl.serve(target, requests, **options)
 
 
-def shipped(device: str, n_requests: int, impl) -> tuple[TinyLlama, TinyLlama, list]:
-    """The model, its draft and the workload (as `impl.Request`s) for `device`."""
+def shipped(
+    device: str | torch.device, n_requests: int, impl, large: bool | None = None
+) -> tuple[TinyLlama, TinyLlama, list]:
+    """The model, its draft and the workload (as `impl.Request`s) on `device`: the GPU's
+    (`large`, by default on any device but the CPU) or the CPU's."""
+    if large is None:
+        large = torch.device(device).type != "cpu"
     config, dtype, load = (
         (GPU_MODEL, torch.bfloat16, GPU_WORKLOAD)
-        if device == "cuda"
+        if large
         else (CPU_MODEL, torch.float32, CPU_WORKLOAD)
     )
     model = make_model(SEED, dtype, **config).to(device)
@@ -247,12 +253,10 @@ def count(serve, requests: list, target, draft, block_size: int = 16) -> tuple[l
 
 def seconds(run: Callable[[], object], device: str) -> float:
     """Wall-clock seconds of `run()` (the GPU synchronised)."""
-    if device == "cuda":
-        torch.cuda.synchronize()
+    synchronize(device)
     start = time.perf_counter()
     run()
-    if device == "cuda":
-        torch.cuda.synchronize()
+    synchronize(device)
     return time.perf_counter() - start
 
 
@@ -330,8 +334,8 @@ def cpu_name() -> str:
 
 
 def machine_summary(device: str) -> str:
-    if device == "cuda":
-        where = torch.cuda.get_device_name()
+    if device != "cpu":
+        where = torch.cuda.get_device_name(device)
     else:
         where = f"{cpu_name()}, {os.cpu_count()} cores"
     return (
@@ -441,8 +445,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--out", type=Path, default=Path("results"), help="folder for the report")
     args = parser.parse_args(argv)
-    if args.device == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("--device cuda: this machine has no CUDA GPU")
+    if args.device != "cpu" and not has_cuda():
+        raise SystemExit(f"--device {args.device}: this machine has no CUDA GPU")
     if args.requests < ALONE_REQUESTS or args.repeats < 1:
         raise SystemExit(f"--requests must be >= {ALONE_REQUESTS} and --repeats >= 1")
     if args.device == "cpu":

@@ -1,0 +1,166 @@
+"""The rehearsal of the GPU tests on the CPU, and what it says about the real run.
+
+`pytest katas -m gpu --rehearse` runs every GPU test on the CPU at small sizes (see
+`grading.devices.GpuRun`). Each test runs under `Tally`, which counts what it did: PyTorch
+operators launched, Triton kernels launched and which ones, FLOPs, bytes the operators wrote, and
+the time its benchmarks ask for. `estimate_seconds` turns one test's tally into a rough time on
+an H200; with `--plan PATH` the rehearsal writes every test's tally and estimate there, and the
+prepared GPU check (`grading.gpu_check`) plans its run from that file.
+
+The estimate is deliberately simple (an order of magnitude, erring long):
+
+- every operator launch costs LAUNCH_S (eager PyTorch's host overhead dominates small kernels);
+- FLOPs at H200_FLOPS and bytes at H200_BYTES_PER_S, both scaled from the rehearsal's sizes to
+  the real ones by the square of the largest size ratio the test asked for;
+- launches scaled by the largest count ratio (more requests, more tokens: more steps);
+- each distinct Triton kernel compiles once (COMPILE_S), each benchmark spends what it asks for
+  (`warmup` + `rep` milliseconds of `triton.testing.do_bench`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+
+H200_BYTES_PER_S = 4.8e12  # HBM3e bandwidth
+H200_FLOPS = 990e12  # dense bfloat16 tensor-core FLOP/s
+LAUNCH_S = 8e-6  # one eager operator or kernel launch, host side
+COMPILE_S = 3.0  # one Triton kernel's first compilation
+MIN_TEST_S = 1.0  # collection, fixtures, synchronisation: no test is free
+
+
+@dataclass
+class Work:
+    """What one GPU test did in the rehearsal."""
+
+    ops: int = 0  # PyTorch operators launched
+    flops: int = 0
+    bytes: int = 0  # written by those operators
+    triton_launches: int = 0
+    kernels: list[str] = field(default_factory=list)  # distinct Triton kernels launched
+    bench_ms: float = 0.0  # warmup + rep asked of the benchmark helper, summed
+    size_scale: float = 1.0  # real sizes / rehearsed sizes, the largest ratio
+    count_scale: float = 1.0  # real counts (requests, tokens, repeats) / rehearsed ones
+
+    def estimate_seconds(self) -> float:
+        """A rough time for the real test on an H200 (see the module's docstring)."""
+        area = self.size_scale**2
+        launches = (self.ops + self.triton_launches) * self.count_scale
+        return (
+            MIN_TEST_S
+            + launches * LAUNCH_S
+            + self.flops * area * self.count_scale / H200_FLOPS
+            + self.bytes * area * self.count_scale / H200_BYTES_PER_S
+            + len(self.kernels) * COMPILE_S
+            + self.bench_ms / 1e3
+        )
+
+
+class Tally(TorchDispatchMode):
+    """Counts the operators, FLOPs and bytes of everything run inside it, into `work`."""
+
+    def __init__(self, work: Work) -> None:
+        from grading.observe import FORMULAS  # PyTorch's formulas, plus its CPU attention's
+
+        super().__init__()
+        self.work = work
+        self.formulas = FORMULAS
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if func.is_view:
+            return out
+        work = self.work
+        work.ops += 1
+        formula = self.formulas.get(func._overloadpacket)
+        if formula is not None:
+            work.flops += int(formula(*args, **kwargs, out_val=out))
+        for t in tree_leaves(out):
+            if isinstance(t, torch.Tensor):
+                work.bytes += t.numel() * t.element_size()
+        return out
+
+
+def triton_launch_counters(work: Work) -> list:
+    """(class, replacements) that count Triton launches into `work`, compiled or interpreted."""
+    try:
+        from triton.runtime import interpreter, jit
+    except ImportError:
+        return []
+
+    def counting(run):
+        def counted_run(self, *args, grid, warmup, **kwargs):
+            if not warmup:
+                work.triton_launches += 1
+                name = getattr(self.fn, "__name__", "kernel")
+                if name not in work.kernels:
+                    work.kernels.append(name)
+            return run(self, *args, grid=grid, warmup=warmup, **kwargs)
+
+        return counted_run
+
+    return [
+        (cls, {"run": counting(cls.run)})
+        for cls in (jit.JITFunction, getattr(interpreter, "InterpretedFunction", None))
+        if cls is not None and "run" in cls.__dict__
+    ]
+
+
+class _Largest(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.nbytes = 0
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False  # entering must not import torch._dynamo, which replaces torch functions
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if not func.is_view and not func._overloadpacket.__name__.endswith("_"):
+            for t in tree_leaves(out):
+                if isinstance(t, torch.Tensor):
+                    self.nbytes = max(self.nbytes, t.numel() * t.element_size())
+        return out
+
+
+def largest_tensor_bytes(fn) -> tuple[object, int]:
+    """(fn(), bytes of the largest tensor a PyTorch operator made during the call): on the CPU,
+    which keeps no allocation statistics, a lower bound of the call's extra memory."""
+    with _Largest() as mode:
+        out = fn()
+    return out, mode.nbytes
+
+
+@dataclass
+class PlannedTest:
+    """One GPU test in the GPU check's plan."""
+
+    id: str  # pytest node id
+    kata: str
+    kind: str  # "correctness", "headline" or "sweep"
+    seconds: float  # estimated on an H200
+    work: Work
+
+
+def write_plan(tests: list[PlannedTest], path: str | Path) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    rows = [asdict(t) | {"seconds": round(t.seconds, 1)} for t in tests]
+    Path(path).write_text(json.dumps(rows, indent=1) + "\n")
+
+
+def read_plan(path: str | Path) -> list[PlannedTest]:
+    tests = []
+    for row in json.loads(Path(path).read_text()):
+        tests.append(PlannedTest(**{**row, "work": Work(**row["work"])}))
+    return tests
