@@ -163,3 +163,55 @@ def load_tokenizer(path: str | Path):
     if not file.is_file():
         raise ValueError(f"path: expected {file} (a fast tokenizer's tokenizer.json)")
     return Tokenizer.from_file(str(file))
+
+
+def save_checkpoint(model: TinyLlama, folder: str | Path) -> None:
+    """Write a dense shared model as a Hugging Face Llama checkpoint folder (config.json and
+    model.safetensors, float32): the inverse of `load_checkpoint`."""
+    from safetensors.torch import save_file
+
+    c = model.config
+    if c.n_experts:
+        raise ValueError("model: only dense models are written as checkpoints")
+    config = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_act": "silu",
+        "hidden_size": c.dim,
+        "intermediate_size": c.hidden_dim,
+        "num_hidden_layers": c.n_layers,
+        "num_attention_heads": c.n_heads,
+        "num_key_value_heads": c.n_kv_heads,
+        "head_dim": c.head_dim,
+        "vocab_size": c.vocab_size,
+        "max_position_embeddings": c.max_seq_len,
+        "rms_norm_eps": c.norm_eps,
+        "rope_theta": c.rope_base,
+        "tie_word_embeddings": False,
+        "torch_dtype": "float32",
+    }
+    ours = {name: p for name, p in model.named_parameters()}
+    names = {ours_name: hf_name for hf_name, ours_name in hf_names(c).items()}
+    tensors = {names[n]: p.detach().float().cpu().contiguous() for n, p in ours.items()}
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(config, indent=1) + "\n")
+    save_file(tensors, str(folder / "model.safetensors"))
+
+
+def hf_names(config: ModelConfig) -> dict[str, str]:
+    """Hugging Face name -> shared name, for a dense model."""
+    names = {
+        "model.embed_tokens.weight": "embed.weight",
+        "model.norm.weight": "norm",
+        "lm_head.weight": "lm_head.weight",
+    }
+    for i in range(config.n_layers):
+        src, dst = f"model.layers.{i}.", f"blocks.{i}."
+        names[src + "input_layernorm.weight"] = dst + "attn_norm"
+        names[src + "post_attention_layernorm.weight"] = dst + "mlp_norm"
+        for a, b in zip("qkvo", ("wq", "wk", "wv", "wo"), strict=True):
+            names[f"{src}self_attn.{a}_proj.weight"] = f"{dst}attn.{b}.weight"
+        for a, b in (("gate", "w1"), ("up", "w3"), ("down", "w2")):
+            names[f"{src}mlp.{a}_proj.weight"] = f"{dst}mlp.{b}.weight"
+    return names
