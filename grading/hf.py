@@ -95,31 +95,20 @@ def read_safetensors(folder: Path) -> dict[str, torch.Tensor]:
 
 def shared_names(hf: dict[str, torch.Tensor], config: ModelConfig) -> dict[str, torch.Tensor]:
     """The checkpoint's tensors under the shared model's parameter names."""
-    hf = {name.removeprefix("model."): t for name, t in hf.items()}
-    out = {"embed.weight": hf["embed_tokens.weight"], "norm": hf["norm.weight"]}
-    out["lm_head.weight"] = hf.get("lm_head.weight", hf["embed_tokens.weight"])  # tied or not
-    for i in range(config.n_layers):
-        src, dst = f"layers.{i}.", f"blocks.{i}."
-        out[dst + "attn_norm"] = hf[src + "input_layernorm.weight"]
-        out[dst + "mlp_norm"] = hf[src + "post_attention_layernorm.weight"]
-        for a, b in zip("qkvo", ("wq", "wk", "wv", "wo"), strict=True):
-            out[f"{dst}attn.{b}.weight"] = hf[f"{src}self_attn.{a}_proj.weight"]
-        if not config.n_experts:
-            for a, b in (("gate", "w1"), ("up", "w3"), ("down", "w2")):
-                out[f"{dst}mlp.{b}.weight"] = hf[f"{src}mlp.{a}_proj.weight"]
+    out = {ours: hf[theirs] for theirs, ours in hf_names(config).items() if theirs in hf}
+    if "lm_head.weight" not in hf:  # tied to the embedding
+        out["lm_head.weight"] = hf["model.embed_tokens.weight"]
+    for i in range(config.n_layers if config.n_experts else 0):
+        src, dst = f"model.layers.{i}.mlp.", f"blocks.{i}.mlp."
+        if src + "experts.gate_up_proj" not in hf:
             continue
-        out[dst + "mlp.gate.weight"] = hf.get(
-            src + "block_sparse_moe.gate.weight", hf.get(src + "mlp.gate.weight")
-        )
-        fused = hf.get(src + "mlp.experts.gate_up_proj")  # (E, 2 * hidden, dim), if fused
+        # The layout transformers 5 keeps in memory: gate (E, dim), gate_up_proj (E, 2 * hidden,
+        # dim) with gate rows first, down_proj (E, dim, hidden).
+        out[dst + "gate.weight"] = hf[src + "gate.weight"]
         for e in range(config.n_experts):
-            expert = f"{dst}mlp.experts.{e}."
-            if fused is None:
-                for w in ("w1", "w2", "w3"):
-                    out[f"{expert}{w}.weight"] = hf[f"{src}block_sparse_moe.experts.{e}.{w}.weight"]
-            else:
-                out[expert + "w1.weight"], out[expert + "w3.weight"] = fused[e].chunk(2)
-                out[expert + "w2.weight"] = hf[src + "mlp.experts.down_proj"][e]  # (dim, hidden)
+            w1, w3 = hf[src + "experts.gate_up_proj"][e].chunk(2)
+            out[f"{dst}experts.{e}.w1.weight"], out[f"{dst}experts.{e}.w3.weight"] = w1, w3
+            out[f"{dst}experts.{e}.w2.weight"] = hf[src + "experts.down_proj"][e]
     return out
 
 
@@ -166,16 +155,15 @@ def load_tokenizer(path: str | Path):
 
 
 def save_checkpoint(model: TinyLlama, folder: str | Path) -> None:
-    """Write a dense shared model as a Hugging Face Llama checkpoint folder (config.json and
-    model.safetensors, float32): the inverse of `load_checkpoint`."""
+    """Write the shared model as a Hugging Face checkpoint folder (config.json and
+    model.safetensors, float32): a Llama, or a Mixtral for the mixture. The inverse of
+    `load_checkpoint`, so `transformers` can run the very same weights."""
     from safetensors.torch import save_file
 
     c = model.config
-    if c.n_experts:
-        raise ValueError("model: only dense models are written as checkpoints")
     config = {
-        "architectures": ["LlamaForCausalLM"],
-        "model_type": "llama",
+        "architectures": ["MixtralForCausalLM" if c.n_experts else "LlamaForCausalLM"],
+        "model_type": "mixtral" if c.n_experts else "llama",
         "hidden_act": "silu",
         "hidden_size": c.dim,
         "intermediate_size": c.hidden_dim,
@@ -190,9 +178,12 @@ def save_checkpoint(model: TinyLlama, folder: str | Path) -> None:
         "tie_word_embeddings": False,
         "torch_dtype": "float32",
     }
-    ours = {name: p for name, p in model.named_parameters()}
-    names = {ours_name: hf_name for hf_name, ours_name in hf_names(c).items()}
-    tensors = {names[n]: p.detach().float().cpu().contiguous() for n, p in ours.items()}
+    if c.n_experts:
+        config.update(num_local_experts=c.n_experts, num_experts_per_tok=c.top_k)
+    names = {ours: theirs for theirs, ours in hf_names(c).items()}
+    tensors = {
+        names[name]: p.detach().float().cpu().contiguous() for name, p in model.named_parameters()
+    }
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps(config, indent=1) + "\n")
@@ -200,7 +191,7 @@ def save_checkpoint(model: TinyLlama, folder: str | Path) -> None:
 
 
 def hf_names(config: ModelConfig) -> dict[str, str]:
-    """Hugging Face name -> shared name, for a dense model."""
+    """Hugging Face name -> shared name, every parameter (per-expert names for a mixture)."""
     names = {
         "model.embed_tokens.weight": "embed.weight",
         "model.norm.weight": "norm",
@@ -212,6 +203,14 @@ def hf_names(config: ModelConfig) -> dict[str, str]:
         names[src + "post_attention_layernorm.weight"] = dst + "mlp_norm"
         for a, b in zip("qkvo", ("wq", "wk", "wv", "wo"), strict=True):
             names[f"{src}self_attn.{a}_proj.weight"] = f"{dst}attn.{b}.weight"
-        for a, b in (("gate", "w1"), ("up", "w3"), ("down", "w2")):
-            names[f"{src}mlp.{a}_proj.weight"] = f"{dst}mlp.{b}.weight"
+        if not config.n_experts:
+            for a, b in (("gate", "w1"), ("up", "w3"), ("down", "w2")):
+                names[f"{src}mlp.{a}_proj.weight"] = f"{dst}mlp.{b}.weight"
+            continue
+        names[src + "block_sparse_moe.gate.weight"] = dst + "mlp.gate.weight"
+        for e in range(config.n_experts):
+            for w in ("w1", "w2", "w3"):
+                names[f"{src}block_sparse_moe.experts.{e}.{w}.weight"] = (
+                    f"{dst}mlp.experts.{e}.{w}.weight"
+                )
     return names

@@ -14,8 +14,9 @@ from grading.model import from_pretrained, make_model  # noqa: E402
 from grading.train import decode, encode, main, sha256  # noqa: E402
 
 
-def test_a_checkpoint_written_loads_back_to_the_same_model(tmp_path):
-    model = make_model(3, torch.float32, norm_eps=1e-5, rope_base=500.0)
+@pytest.mark.parametrize("n_experts", [0, 4])
+def test_a_checkpoint_written_loads_back_to_the_same_model(tmp_path, n_experts):
+    model = make_model(3, torch.float32, norm_eps=1e-5, rope_base=500.0, n_experts=n_experts)
     save_checkpoint(model, tmp_path)
     loaded = from_pretrained(tmp_path)
     ids = torch.randint(0, 64, (2, 9), generator=torch.Generator().manual_seed(0))
