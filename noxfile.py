@@ -26,7 +26,7 @@ nox.options.default_venv_backend = "none"
 def shared_python(session: nox.Session, extra: str | None = None) -> str:
     """The shared environment's python, created and brought up to date only when needed.
 
-    `extra` adds one of pyproject.toml's optional extras (e.g. "sim") to it, once.
+    `extra` adds pyproject.toml's optional extras (e.g. "sim" or "sim,models") to it, once.
     """
     python = ENV / "bin" / "python"
     wanted = hashlib.sha256(
@@ -79,8 +79,8 @@ for kata_dir in sorted((ROOT / "katas").glob("*/solution.py")):
 def selftest(session: nox.Session) -> None:
     """The repository's own tests: references pass, mutants fail, stubs fail kindly (CI runs it)."""
     # Each test starts a pytest process of its own; run them side by side, one line per result.
-    # The simulation's tests need its extra (Textual).
-    pytest(session, "tests", "-n", "auto", "-v", "--durations=10", extra="sim")
+    # The simulation's tests need its extra (Textual); the checkpoint loader's, `models`.
+    pytest(session, "tests", "-n", "auto", "-v", "--durations=10", extra="sim,models")
 
 
 SWEEP_SEEDS = ("0", "1", "2", "3", "4")

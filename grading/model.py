@@ -30,6 +30,9 @@ attention, and optionally the feed-forward, itself (see `forward_packed`):
 
     model.forward_packed(rows, starts, attention, feed_forward=None) -> logits
 
+Real checkpoints: `from_pretrained(folder, dtype, device)` loads a Hugging Face Llama (or a
+Mixtral into the mixture variant) from a local folder; see grading/hf.py.
+
 A mixture-of-experts variant (for serving): `make_model(seed, dtype, n_experts=8, top_k=2)` puts
 a `MoE` of SwiGLU experts in every block's `mlp`; the contract is otherwise the same.
 
@@ -59,6 +62,7 @@ class ModelConfig:
     n_experts: int = 0  # 0: a dense SwiGLU feed-forward; else a mixture of this many experts
     top_k: int = 2  # experts per token, in a mixture
     rope_base: float = 10000.0
+    norm_eps: float = 1e-6  # of every RMSNorm (checkpoints state their own, e.g. 1e-5)
     # Query/key weights this many times larger than a standard init: sharp, non-uniform attention.
     qk_gain: float = 3.0
 
@@ -195,10 +199,11 @@ class Block(nn.Module):
         self.attn = Attention(config, layer)
         self.mlp_norm = nn.Parameter(torch.ones(config.dim))
         self.mlp = MoE(config) if config.n_experts else SwiGLU(config)
+        self.eps = config.norm_eps
 
     def forward_packed(self, x, cos, sin, attention, feed_forward=None):
-        x = x + self.attn.forward_packed(rms_norm(x, self.attn_norm), cos, sin, attention)
-        h = rms_norm(x, self.mlp_norm)
+        x = x + self.attn.forward_packed(rms_norm(x, self.attn_norm, self.eps), cos, sin, attention)
+        h = rms_norm(x, self.mlp_norm, self.eps)
         if feed_forward is None:
             return x + self.mlp(h)
         y = feed_forward(self.attn.layer, h)
@@ -210,9 +215,9 @@ class Block(nn.Module):
         return x + y
 
     def forward(self, x, cos, sin, cache=None):
-        a, probs = self.attn(rms_norm(x, self.attn_norm), cos, sin, cache)
+        a, probs = self.attn(rms_norm(x, self.attn_norm, self.eps), cos, sin, cache)
         x = x + a
-        return x + self.mlp(rms_norm(x, self.mlp_norm)), probs
+        return x + self.mlp(rms_norm(x, self.mlp_norm, self.eps)), probs
 
 
 @dataclass(frozen=True)
@@ -311,7 +316,7 @@ class TinyLlama(nn.Module):
         for block in self.blocks:
             x, probs = block(x, cos, sin, cache)
             maps.append(probs)
-        return self.lm_head(rms_norm(x, self.norm)), maps  # (B, T, vocab)
+        return self.lm_head(rms_norm(x, self.norm, self.config.norm_eps)), maps  # (B, T, vocab)
 
     def forward(self, ids: torch.Tensor, cache=None) -> torch.Tensor:
         if isinstance(ids, torch.Tensor) and ids.dim() == 2:  # _run refuses anything else
@@ -403,7 +408,7 @@ class TinyLlama(nn.Module):
         x = self.embed(ids)  # (N, dim)
         for block in self.blocks:
             x = block.forward_packed(x, cos, sin, attention, feed_forward)
-        logits = self.lm_head(rms_norm(x, self.norm))  # (N, vocab)
+        logits = self.lm_head(rms_norm(x, self.norm, self.config.norm_eps))  # (N, vocab)
         self.calls.append(ModelCall(sum(lengths), len(rows), None, torch.is_grad_enabled()))
         fed = zip(cache_ids, starts, rows, strict=True)
         self.batch_log.append(
@@ -447,3 +452,13 @@ def greedy_generate_no_cache(model, prompt_ids: torch.Tensor, max_new_tokens: in
         next_id = model(ids)[:, -1].argmax(dim=-1, keepdim=True)  # (B, 1)
         ids = torch.cat([ids, next_id], dim=1)
     return ids
+
+
+def from_pretrained(
+    path: str, dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu", **options
+) -> TinyLlama:
+    """A Hugging Face Llama or Mixtral checkpoint (a local folder) as the shared model: see
+    grading/hf.py for what maps onto what and what is refused."""
+    from grading.hf import load_checkpoint  # needs the optional extra `models` (safetensors)
+
+    return load_checkpoint(path, dtype=dtype, device=device, **options)

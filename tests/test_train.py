@@ -1,0 +1,41 @@
+"""The training script for the shipped byte-level models runs, and writes loadable checkpoints."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+pytest.importorskip("safetensors", reason="needs the `models` extra")
+
+from grading.hf import save_checkpoint  # noqa: E402
+from grading.model import from_pretrained, make_model  # noqa: E402
+from grading.train import decode, encode, main, sha256  # noqa: E402
+
+
+@pytest.mark.parametrize("n_experts", [0, 4])
+def test_a_checkpoint_written_loads_back_to_the_same_model(tmp_path, n_experts):
+    model = make_model(3, torch.float32, norm_eps=1e-5, rope_base=500.0, n_experts=n_experts)
+    save_checkpoint(model, tmp_path)
+    loaded = from_pretrained(tmp_path)
+    ids = torch.randint(0, 64, (2, 9), generator=torch.Generator().manual_seed(0))
+    assert loaded.config == model.config
+    assert torch.equal(loaded(ids), model(ids))
+
+
+def test_bytes_are_the_tokens():
+    text = "def f(x):\n    return 'é'\n"
+    assert decode(encode(text)) == text and int(encode(text).max()) < 256
+
+
+def test_the_training_script_runs_a_few_steps(tmp_path):
+    main(["--steps", "2", "--out", str(tmp_path), "--measure", "512"])
+    for name in ("target", "draft"):
+        record = json.loads((tmp_path / name / "training.json").read_text())
+        assert record["steps"] == 2 and record["sha256"] == sha256(
+            tmp_path / name / "model.safetensors"
+        )
+        assert from_pretrained(tmp_path / name).config.vocab_size == 256
+    assert 0.0 <= json.loads((tmp_path / "agreement.json").read_text())["greedy_agreement"] <= 1.0
+    assert (tmp_path / "loss.png").stat().st_size > 0
