@@ -231,10 +231,23 @@ def _pytest_args(mutant: Mutant, impl: Path, junit: Path, extra: tuple[str, ...]
 
 # What every judged run sees: the derandomised `ci` profile, one thread, no bytecode files.
 JUDGE_ENV = {"CI": "1", "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1"}
+# A judged run is limited in CPU seconds, which do not depend on how loaded the machine is; the
+# wall-clock limit, this many times longer, only stops a run that waits without computing.
+WALL_PER_CPU_SECOND = 10
+
+
+def limit_cpu(seconds: float) -> None:
+    """Kill this process (SIGXCPU) once it has computed for `seconds`."""
+    import math
+    import resource
+
+    limit = math.ceil(seconds)
+    resource.setrlimit(resource.RLIMIT_CPU, (limit, limit))
 
 
 def judge(mutant: Mutant, workdir: Path, *extra: str, timeout: float = 600) -> Verdict:
-    """Run the tests named in CAUGHT_BY against the mutant, in a fresh pytest process."""
+    """Run the tests named in CAUGHT_BY against the mutant, in a fresh pytest process, for at most
+    `timeout` CPU seconds."""
     import os
     import subprocess
     import sys
@@ -248,7 +261,8 @@ def judge(mutant: Mutant, workdir: Path, *extra: str, timeout: float = 600) -> V
         env=dict(os.environ, **JUDGE_ENV),
         capture_output=True,
         text=True,
-        timeout=timeout,
+        timeout=WALL_PER_CPU_SECOND * timeout,
+        preexec_fn=lambda: limit_cpu(timeout),
     )
     return Verdict(done.returncode, _failed_tests(junit), done.stdout + done.stderr)
 
@@ -292,8 +306,9 @@ class WarmJudge:
         return Verdict(json.loads(answer)["returncode"], _failed_tests(junit), text)
 
     def close(self) -> None:
-        self.server.stdin.close()
+        self.server.stdin.close()  # the server's loop ends, and with it the server
         self.server.wait(timeout=60)
+        self.server.stdout.close()
 
 
 def serve() -> None:
@@ -324,11 +339,12 @@ def serve() -> None:
         pid = os.fork()
         if pid == 0:
             sys.pycache_prefix, sys.dont_write_bytecode = pycache, False
+            limit_cpu(request["timeout"])
             _run_child(request["args"], request["output"])
-        deadline = time.monotonic() + request["timeout"]
+        deadline = time.monotonic() + WALL_PER_CPU_SECOND * request["timeout"]
         while (done := os.wait4(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
             time.sleep(0.02)
-        if done[0] == 0:  # past its time: stop it, as subprocess.run's timeout would
+        if done[0] == 0:  # waiting past its time: stop it, as subprocess.run's timeout would
             os.kill(pid, 9)
             done = os.wait4(pid, 0)
         returncode = os.waitstatus_to_exitcode(done[1])

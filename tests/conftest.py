@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import pytest
 
 from grading.impl import REPO_ROOT
+from grading.mutants import WALL_PER_CPU_SECOND, limit_cpu
 
 
 @dataclass
@@ -35,9 +36,10 @@ def run_kata(kata: str, *args: str, timeout: float = 600) -> KataRun:
         "no:cacheprovider",
         *args,
     ]
-    done = subprocess.run(
-        command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout
-    )
+    done = subprocess.run(  # `timeout` CPU seconds, however loaded the machine is
+        command, cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+        timeout=WALL_PER_CPU_SECOND * timeout, preexec_fn=lambda: limit_cpu(timeout),
+    )  # fmt: skip
     return KataRun(done.returncode, done.stdout + done.stderr)
 
 

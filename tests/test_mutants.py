@@ -12,7 +12,14 @@ import re
 import pytest
 
 from grading.impl import KATAS_DIR, kata_names
-from grading.mutants import MUTANTS_DIR, WarmJudge, all_mutants, mutated_source, read_mutant
+from grading.mutants import (
+    MUTANTS_DIR,
+    Mutant,
+    WarmJudge,
+    all_mutants,
+    mutated_source,
+    read_mutant,
+)
 
 MUTANTS = all_mutants()
 IDS = [f"{p.parent.name}/{p.stem}" for p in MUTANTS]
@@ -72,3 +79,17 @@ def test_mutant_is_caught(path, tmp_path, warm_judge):
         f"{verdict.failed or 'none'}):\n{verdict.output[-3000:]}"
     )
     assert "not implemented yet" not in verdict.output, f"{path.name} fails only as unimplemented"
+
+
+def test_the_warm_judge_passes_a_harmless_edit(tmp_path, warm_judge):
+    """A copy of the reference is not caught: "caught" comes from the mutant, not the judge."""
+    harmless = Mutant(
+        path=tmp_path / "harmless.py",
+        kata="context_extension",
+        doc="Bug: none; a comment added to the reference.",
+        caught_by=("test_alibi_bias_known_values",),
+        edits=(("import math\n", "import math  # unchanged\n"),),
+    )
+    verdict = warm_judge.judge(harmless, tmp_path)
+    assert verdict.returncode == 0 and not verdict.failed, verdict.output[-3000:]
+    assert not verdict.caught_by(harmless.caught_by)

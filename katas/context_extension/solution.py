@@ -6,7 +6,8 @@ Conventions (those of Llama and Hugging Face Transformers): D = head_dim is even
 two dimensions (i, i + D/2), tables are laid out as cat([f, f], -1), and
 rotate_half(x) = cat(-x2, x1) over the two halves of the last dimension. Inputs are never
 modified. Every call returns new tensors, which the caller may change: a later call with the
-same arguments gives the same values. Every ValueError the tests expect is listed in each docstring (and in the README).
+same arguments gives the same values. Every ValueError the tests expect is listed in each
+docstring (and in the README).
 
 Every call is checked by the harness (README, "Rules every call follows"):
 - no argument tensor is changed in place;
