@@ -83,7 +83,7 @@ def _forbidden(event: str, args: tuple, sandbox: Path, kata: str) -> str | None:
         writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
             isinstance(flags, int) and flags & _WRITE_FLAGS
         )
-        if writing and not _inside(path, sandbox):
+        if writing and not _inside(path, sandbox) and str(path) != os.devnull:
             return f"writing {path} (outside the sandbox) is not allowed"
     if event in _FILE_EVENTS:
         for arg in args:
@@ -140,6 +140,9 @@ class GradeReporter:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         for item in session.items:
             self.write(kind="collected", id=item.nodeid)
+
+    def pytest_runtest_logstart(self, nodeid: str, location) -> None:
+        self.write(kind="started", id=nodeid)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:

@@ -22,6 +22,7 @@ use_triton_interpreter_without_gpu()
 from grading.figures import FigureLog  # noqa: E402
 from grading.guards import GuardFailure, JudgeSnapshot, guard_module  # noqa: E402
 from grading.impl import KATAS_DIR, ImplError, kata_of, load_impl  # noqa: E402
+from grading.limits import TEST_LIMIT  # noqa: E402
 
 # dev: the learner's inner loop, derandomised: unchanged code gets the same examples and so the
 # same verdict on every run, and no stored example from another run is replayed.
@@ -73,6 +74,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("timeout", None) is None:  # every kata test gets a limit of its own
+        for item in items:
+            if item.get_closest_marker("timeout") is None and _in_a_kata(item):
+                item.add_marker(pytest.mark.timeout(TEST_LIMIT))
     if has_cuda():
         return
     skip = pytest.mark.skip(
@@ -149,9 +154,37 @@ def _not_implemented(exc: BaseException | None) -> NotImplementedError | None:
     return None
 
 
+def _in_a_kata(item: pytest.Item) -> bool:
+    try:
+        kata_of(item.path)
+    except ImplError:
+        return False
+    return True
+
+
+def _timed_out(item: pytest.Item, call: pytest.CallInfo) -> str | None:
+    """pytest-timeout's failure in words a learner reads: the limit, and where the test was."""
+    text = str(call.excinfo.value)
+    if not text.startswith("Timeout (>"):
+        return None
+    limit = text[len("Timeout (>") :].split("s)", 1)[0]
+    machinery = ("pytest_timeout", "/_pytest/", "/pluggy/")
+    where = [e for e in call.excinfo.traceback if not any(m in str(e.path) for m in machinery)]
+    at = f"; it was at {where[-1].path}:{where[-1].lineno + 1} when stopped" if where else ""
+    return (
+        f"timed out: the test did not finish within {limit} s (the limit of each test){at}. "
+        "A loop that never ends, or work far beyond what the task needs?"
+    )
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
+    if report.failed and call.excinfo is not None:
+        message = _timed_out(item, call)
+        if message is not None:
+            report.longrepr = message
+            return report
     if report.failed and call.excinfo is not None:
         exc = _not_implemented(call.excinfo.value)
         if exc is not None:

@@ -36,6 +36,21 @@ def level_of(test_id: str, kata: str) -> int:
     return int(match.group(1)) if match else 0
 
 
+def part_of(test_id: str, kata: str) -> str:
+    """The part of a kata a test belongs to: its level ("2") from `test_<kata>_<n>_<level>.py`,
+    else the rest of its file's name ("compile" for `test_<kata>_compile.py`, "gpu")."""
+    match = re.search(rf"test_{re.escape(kata)}_(\d+)_", test_id)
+    if match:
+        return match.group(1)
+    match = re.search(rf"test_{re.escape(kata)}_([a-z]\w*?)(?:\.py|::|$)", test_id)
+    return match.group(1) if match else "other"
+
+
+def part_name(part: str) -> str:
+    """How a part is named to a person: "level 2", "compile tests"."""
+    return f"level {part}" if part.isdigit() else f"{part} tests"
+
+
 def levels_of(kata: str) -> dict[int, str]:
     """{n: title} from the README's `### Level n: title` headings."""
     readme = KATAS_DIR / kata / "README.md"
@@ -56,7 +71,7 @@ class LevelState:
 
     def describe(self) -> str:
         if self.total == 0:
-            return "not started"
+            return "not run"  # left out of the run (-k, -x), or every test skipped
         if self.failed == 0:
             return f"passing ({self.passed}/{self.total})"
         line = f"{self.passed}/{self.total} passing"
@@ -165,10 +180,10 @@ def table(state_dir: Path = STATE_DIR) -> list[tuple[str, str, str]]:
 def advice(rows: list[tuple[str, str, str]]) -> str:
     """What to do next: the first level that is started but failing, else the first not started."""
     for kata, level, state in rows:
-        if not state.startswith(("passing", "not started")):
+        if not state.startswith(("passing", "not started", "not run")):
             return f"Next: keep going with {kata}, level {level} (nox -s {kata})."
     for kata, level, state in rows:
-        if state == "not started":
+        if state in ("not started", "not run"):
             return (
                 f"Next: start {kata}, level {level}: read katas/{kata}/README.md, "
                 f"then run nox -s {kata}."
