@@ -23,7 +23,7 @@ from pathlib import Path
 from grading import assignment as assignments
 from grading.assignment import Assignment, score_kata
 from grading.impl import REPO_ROOT, kata_names
-from grading.limits import TEST_LIMIT, WALL_PER_CPU, run_limit
+from grading.limits import TEST_LIMIT, WALL_PER_CPU, limits_for
 from grading.reports import write_class, write_submission
 from grading.sandbox import run_kata
 
@@ -76,7 +76,7 @@ def submissions_in(path: Path, kata: str | None) -> tuple[dict[str, dict[str, Pa
 
 def grade_task(
     kata: str, file: str, parts: dict[str, str], *, seed: int, cpu_limit: float,
-    test_limit: float, examples: int,
+    test_limit: float, test_cpu: float, examples: int,
 ) -> dict:  # fmt: skip
     """One kata of one submission in a sandbox of its own, with the submission's other katas
     (`parts`) in place of the stubs: {tests, reason, zeroed, cpu_s}. Plain values in and out, so
@@ -84,7 +84,7 @@ def grade_task(
     with tempfile.TemporaryDirectory(prefix=f"grade-{kata}-") as tmp:
         run = run_kata(
             kata, Path(file), Path(tmp) / "run", seed=seed, cpu_limit=cpu_limit,
-            test_limit=test_limit, examples=examples,
+            test_limit=test_limit, test_cpu=test_cpu, examples=examples,
             parts={k: Path(v) for k, v in parts.items()},
         )  # fmt: skip
     return dict(tests=run.tests, reason=run.reason, zeroed=run.zeroed, cpu_s=round(run.cpu_s, 1))
@@ -137,9 +137,9 @@ def submission_report(name: str, runs: dict, plan: Assignment, seed: int, env: d
 
 def calibrate(
     katas: list[str], *, examples: int, commit: str | None, test_limit: float, backend
-) -> dict[str, float]:
-    """{kata: the reference's CPU seconds on this machine}, measured once per machine, commit
-    and example count, and cached (grading/limits.py)."""
+) -> dict[str, dict]:
+    """{kata: {"test", "run"}}: the CPU seconds of the reference's slowest test and whole run on
+    this machine, measured once per machine, commit and example count, and cached."""
     from grading.limits import cached_timings, calibration_file, save_timings
 
     path = calibration_file(commit, examples)
@@ -147,15 +147,17 @@ def calibrate(
     missing = [k for k in katas if k not in timings]
     if missing:
         print(f"measuring the references once on this machine: {', '.join(missing)}", flush=True)
-        refs = {k: str(REPO_ROOT / "reference" / f"{k}.py") for k in missing}
         jobs = [
-            (("reference", k), dict(kata=k, file=refs[k], parts={}, seed=0,
-             cpu_limit=7200.0, test_limit=test_limit, examples=examples))
+            (("reference", k), dict(
+                kata=k, file=str(REPO_ROOT / "reference" / f"{k}.py"), parts={}, seed=0,
+                cpu_limit=7200.0, test_limit=test_limit, test_cpu=0.0, examples=examples,
+            ))
             for k in missing
         ]  # fmt: skip
-        for (_, kata), run in backend(jobs, "calibration"):
+        for (_, kata), run in backend(jobs, "measuring"):
             if run["reason"] is None:
-                timings[kata] = run["cpu_s"]
+                slowest = max((t["cpu_s"] for t in run["tests"]), default=0.0)
+                timings[kata] = {"test": slowest, "run": run["cpu_s"]}
             else:
                 print(f"  the reference of {kata} did not run cleanly: {run['reason']}")
         save_timings(path, {k: timings[k] for k in missing if k in timings})
@@ -184,6 +186,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--test-limit", type=float, default=TEST_LIMIT, help="seconds each test may take"
     )
+    parser.add_argument(
+        "--test-cpu", type=float,
+        help="CPU seconds each test may use (default: a multiple of the reference's slowest)",
+    )  # fmt: skip
     parser.add_argument("--examples", type=int, default=60, help="examples per property test")
     parser.add_argument("--jobs", type=int, default=1, help="katas graded at once (local)")
     parser.add_argument("--backend", choices=("local", "ray"), default="local", help="where")
@@ -210,26 +216,27 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     env = environment(seed)
     backend = make_backend(args)
-    if args.timeout is not None:
-        limits = dict.fromkeys(katas, args.timeout)
-    else:
+    timings = {}
+    if args.timeout is None or args.test_cpu is None:
         timings = calibrate(
             katas, examples=args.examples, commit=env["commit"], test_limit=args.test_limit,
             backend=backend,
         )  # fmt: skip
-        limits = {k: run_limit(timings.get(k, 0.0)) for k in katas}
+    limits = {k: limits_for(timings.get(k)) for k in katas}
+    limits = {
+        k: (args.test_cpu or test_cpu, args.timeout or run_cpu)
+        for k, (test_cpu, run_cpu) in limits.items()
+    }
     print(f"grading {len(submissions)} submission(s) on {', '.join(katas)} with seed {seed}")
-    per_run = ", ".join(f"{k} {limits[k]:g}" for k in katas)
-    print(
-        f"limits: {args.test_limit:g} s per test; per run, in CPU seconds (on the clock "
-        f"{WALL_PER_CPU:g} times that): {per_run}",
-        flush=True,
-    )
+    print(f"limits: {args.test_limit:g} s per test on the clock; in CPU seconds, per test and "
+          f"per run (the run's clock: {WALL_PER_CPU:g} times that):")  # fmt: skip
+    for k in katas:
+        print(f"  {k}: {limits[k][0]:g} per test, {limits[k][1]:g} per run", flush=True)
     jobs = [
         ((name, kata), dict(
             kata=kata, file=str(files[kata]), parts={k: str(v) for k, v in files.items()},
-            seed=seed, cpu_limit=limits[kata], test_limit=args.test_limit,
-            examples=args.examples,
+            seed=seed, cpu_limit=limits[kata][1], test_limit=args.test_limit,
+            test_cpu=limits[kata][0], examples=args.examples,
         ))
         for name, files in submissions.items() for kata in katas if kata in files
     ]  # fmt: skip

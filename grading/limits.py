@@ -1,13 +1,16 @@
 """How long a test, and a whole kata run, may take: limits that never zero correct work.
 
-- Every test of a kata has its own limit, TEST_LIMIT seconds of wall time (pytest-timeout): a
+- Every test of a kata has its own limit, TEST_LIMIT seconds on the clock (pytest-timeout): a
   test that hangs fails alone, saying it did not finish, and the kata's other tests keep running.
-  The slowest test of any reference takes about 25 s on a busy 2-core machine; the limit is far
-  above that, so a correct solution on a loaded machine is never stopped.
-- A graded run also has a backstop for the whole kata, in CPU seconds of the test process and its
-  helpers (a busy machine slows the clock, not the CPU time a run needs): RUN_LIMIT_FACTOR times
-  what the kata's reference needs on this machine, measured once per machine and commit and
-  cached. A run stopped there keeps every test that finished.
+  It is far above what the slowest test of any reference takes on a busy 2-core machine.
+- A graded test also has a limit in CPU time (a busy machine slows the clock, not the CPU time a
+  test needs): TEST_CPU_FACTOR times the slowest test of the kata's reference on this machine,
+  and at least TEST_CPU_FLOOR.
+- A graded run has a backstop for the whole kata, in CPU seconds of the test process and its
+  helpers: RUN_LIMIT_FACTOR times what the kata's reference needs on this machine. A run
+  stopped there keeps every test that finished.
+
+The reference's figures are measured once per machine, commit and example count, and cached.
 """
 
 from __future__ import annotations
@@ -19,16 +22,21 @@ import platform
 from pathlib import Path
 
 TEST_LIMIT = 600.0  # wall-clock seconds one test may take
-RUN_LIMIT_FACTOR = 10.0  # the backstop, in multiples of the reference's CPU time
-RUN_LIMIT_FLOOR = 120.0  # CPU seconds: never less, however quick the reference
+TEST_CPU_FACTOR, TEST_CPU_FLOOR = 10.0, 60.0  # a graded test's CPU seconds
+RUN_LIMIT_FACTOR, RUN_LIMIT_FLOOR = 10.0, 120.0  # a graded run's CPU seconds
 # Wall time for a whole run, per CPU second of its backstop: only a run that sleeps or waits
 # forever without using the CPU meets it (each test's own limit stops it first).
 WALL_PER_CPU = 4.0
 
 
-def run_limit(reference_cpu_s: float) -> float:
-    """The backstop for a kata whose reference needs `reference_cpu_s` CPU seconds."""
-    return max(RUN_LIMIT_FLOOR, RUN_LIMIT_FACTOR * reference_cpu_s)
+def limits_for(reference: dict | None) -> tuple[float, float]:
+    """(CPU seconds per test, CPU seconds per run) for a kata whose reference needed
+    {"test": its slowest test's, "run": the whole run's} CPU seconds (None: not measured)."""
+    reference = reference or {}
+    return (
+        max(TEST_CPU_FLOOR, TEST_CPU_FACTOR * reference.get("test", 0.0)),
+        max(RUN_LIMIT_FLOOR, RUN_LIMIT_FACTOR * reference.get("run", 0.0)),
+    )
 
 
 def calibration_file(commit: str | None, examples: int) -> Path:
@@ -39,15 +47,15 @@ def calibration_file(commit: str | None, examples: int) -> Path:
     return base / "inference-katas" / "calibration" / f"{key}.json"
 
 
-def cached_timings(path: Path) -> dict[str, float]:
-    """{kata: the reference's CPU seconds} measured before on this machine and commit."""
+def cached_timings(path: Path) -> dict[str, dict]:
+    """{kata: {"test", "run"}}: the reference's CPU seconds measured before on this machine."""
     try:
-        return {k: float(v) for k, v in json.loads(path.read_text()).items()}
-    except (OSError, ValueError, AttributeError):
+        return {k: dict(v) for k, v in json.loads(path.read_text()).items()}
+    except (OSError, ValueError, AttributeError, TypeError):
         return {}
 
 
-def save_timings(path: Path, timings: dict[str, float]) -> None:
+def save_timings(path: Path, timings: dict[str, dict]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(f".{os.getpid()}.tmp")
     partial.write_text(json.dumps({**cached_timings(path), **timings}, indent=1) + "\n")

@@ -25,7 +25,7 @@ from grading.impl import REPO_ROOT
 from grading.limits import WALL_PER_CPU
 from grading.progress import first_line, level_of, part_of
 
-COPIED = ["katas", "grading", "reference", "conftest.py", "pyproject.toml"]
+COPIED = ["katas", "grading", "reference", "conftest.py", "pyproject.toml", "README.md"]
 MEMORY_LIMIT = 8 * 2**30  # address space of the test process, in bytes
 OUTPUT_LIMIT = 32 * 2**20  # bytes a run may print or write to one file
 MEMORY_SIGNS = ("MemoryError", "can't allocate memory", "Cannot allocate memory")
@@ -89,13 +89,15 @@ def run_kata(
     seed: int,
     cpu_limit: float,
     test_limit: float,
+    test_cpu: float = 0.0,
     examples: int = 60,
     select: str | None = None,
     parts: dict | None = None,
 ) -> KataRun:
     """Grade `submission` (one .py file) on `kata` in `workdir`, which must not exist yet.
 
-    Each test may take `test_limit` seconds; the whole run `cpu_limit` CPU seconds (and
+    Each test may take `test_limit` seconds on the clock and `test_cpu` seconds of CPU time
+    (0: no such limit); the whole run `cpu_limit` CPU seconds (and
     WALL_PER_CPU times that on the clock). `parts`: the submission's files for other katas (see
     make_sandbox)."""
     sandbox = make_sandbox(workdir / "sandbox", kata, submission, parts=parts)
@@ -106,7 +108,7 @@ def run_kata(
         PYTHONDONTWRITEBYTECODE="1", KATAS_GRADE_RESULTS=str(results),
         KATAS_GRADE_SANDBOX=str(sandbox), KATAS_GRADE_KATA=kata,
     )  # fmt: skip
-    env["KATAS_GRADE_EXAMPLES"] = str(examples)
+    env.update(KATAS_GRADE_EXAMPLES=str(examples), KATAS_GRADE_TEST_CPU=str(test_cpu))
     command = [
         sys.executable, "-m", "pytest", f"katas/{kata}", "-q", "-p", "grading.grade_plugin",
         "-p", "no:cacheprovider", f"--impl=submission/{kata}.py", "--hypothesis-profile=grade",
@@ -209,6 +211,7 @@ def _read_results(run: KataRun, results: Path) -> tuple[bool, list[str]]:
                 status=record["status"],
                 message=record.get("message", ""),
                 duration_s=record.get("duration_s", 0.0),
+                cpu_s=record.get("cpu_s", 0.0),
             )  # fmt: skip
         )
     return finished, violations
