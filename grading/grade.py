@@ -76,15 +76,16 @@ def submissions_in(path: Path, kata: str | None) -> tuple[dict[str, dict[str, Pa
 
 def grade_task(
     kata: str, file: str, parts: dict[str, str], *, seed: int, cpu_limit: float,
-    test_limit: float, test_cpu: float, examples: int,
+    test_limit: float, test_cpu: float, examples: int, select: str | None = None,
 ) -> dict:  # fmt: skip
     """One kata of one submission in a sandbox of its own, with the submission's other katas
     (`parts`) in place of the stubs: {tests, reason, zeroed, cpu_s}. Plain values in and out, so
-    any backend (a thread here, a Ray task on a cluster) runs it the same way."""
+    any backend (a thread here, a Ray task on a cluster) runs it the same way. `select`: a
+    pytest `-k` expression, to grade part of a kata."""
     with tempfile.TemporaryDirectory(prefix=f"grade-{kata}-") as tmp:
         run = run_kata(
             kata, Path(file), Path(tmp) / "run", seed=seed, cpu_limit=cpu_limit,
-            test_limit=test_limit, test_cpu=test_cpu, examples=examples,
+            test_limit=test_limit, test_cpu=test_cpu, examples=examples, select=select,
             parts={k: Path(v) for k, v in parts.items()},
         )  # fmt: skip
     return dict(tests=run.tests, reason=run.reason, zeroed=run.zeroed, cpu_s=round(run.cpu_s, 1))

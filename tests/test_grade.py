@@ -11,9 +11,13 @@ import json
 import multiprocessing
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+import threading
 import time
+from pathlib import Path
 from xml.etree import ElementTree as ET
 
 import pytest
@@ -355,3 +359,59 @@ def test_a_hanging_test_fails_alone_saying_it_did_not_finish():
     )  # fmt: skip
     assert "did not finish within 2.0 s" in done.stdout, done.stdout[-3000:]
     assert "2 errors" in done.stdout or "2 failed" in done.stdout, done.stdout[-2000:]
+
+
+# ----------------------------------------------------------------------------------------------
+# The Ray backend, on a local Ray instance, with a few tests of one kata.
+
+
+def _task(name: str, file: Path) -> tuple[tuple, dict]:
+    options = dict(
+        kata=KATA, file=str(file), parts={}, seed=3, cpu_limit=300.0, test_limit=120.0,
+        test_cpu=60.0, examples=2, select="test_rope_cos_sin or test_bad_rope",
+    )  # fmt: skip
+    return (name, KATA), options
+
+
+def _kill_one_grading_worker(under: Path, done: threading.Event) -> None:
+    """Kill (once) the Ray worker whose sandboxed test process runs in `under`."""
+    while not done.is_set():
+        for proc in Path("/proc").glob("[0-9]*"):
+            try:
+                cwd = Path(os.readlink(proc / "cwd"))
+                parent = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError):
+                continue
+            if cwd.is_relative_to(under) and (proc / "cmdline").read_bytes().find(b"pytest") > 0:
+                os.kill(parent, signal.SIGKILL)
+                return
+        time.sleep(0.2)
+
+
+@pytest.mark.slow
+def test_ray_backend_grades_like_the_local_one_and_survives_a_lost_worker(tmp_path, monkeypatch):
+    ray = pytest.importorskip("ray")
+    from grading.backends import LocalBackend, RayBackend
+
+    stub = KATAS_DIR / KATA / "solution.py"
+    tasks = [_task("correct", REPO_ROOT / "reference" / f"{KATA}.py"), _task("stub", stub)]
+    local = dict(LocalBackend(2)(tasks, "local"))
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    monkeypatch.setenv("TMPDIR", str(runs))  # the Ray workers' sandboxes, to find one
+    monkeypatch.setenv("RAY_TMPDIR", tempfile.mkdtemp(prefix="ray-", dir="/tmp"))  # short paths
+    ray.init(num_cpus=2, include_dashboard=False)
+    done = threading.Event()
+    killer = threading.Thread(target=_kill_one_grading_worker, args=(runs, done), daemon=True)
+    try:
+        killer.start()
+        remote = dict(RayBackend()(tasks, "ray"))
+    finally:
+        done.set()
+        ray.shutdown()
+    for key, run in local.items():
+        statuses = [(t["id"], t["status"]) for t in run["tests"]]
+        assert [(t["id"], t["status"]) for t in remote[key]["tests"]] == statuses
+        assert remote[key]["reason"] == run["reason"]
+    assert any(t["status"] == "passed" for t in remote[("correct", KATA)]["tests"])
+    assert sorted(run["attempts"] for run in remote.values()) == [1, 2]  # one worker was lost
