@@ -23,7 +23,15 @@ from pathlib import Path
 from grading import assignment as assignments
 from grading.assignment import Assignment, score_kata
 from grading.impl import REPO_ROOT, kata_names
-from grading.limits import TEST_LIMIT, WALL_PER_CPU, limits_for
+from grading.limits import (
+    RUN_LIMIT_FACTOR,
+    RUN_LIMIT_FLOOR,
+    TEST_CPU_FACTOR,
+    TEST_CPU_FLOOR,
+    TEST_LIMIT,
+    WALL_PER_CPU,
+    limits_for,
+)
 from grading.reports import write_class, write_submission
 from grading.sandbox import run_kata
 
@@ -168,38 +176,78 @@ def calibrate(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m grading.grade",
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("path", type=Path, help="a submission folder, a .py file, or a class")
-    parser.add_argument(
-        "--kata", action="append", choices=kata_names(), metavar="KATA",
-        help="grade this kata (repeat for more); default: every kata, or the assignment's",
-    )  # fmt: skip
-    parser.add_argument("--assignment", type=Path, help="a TOML file: katas, points, levels")
-    parser.add_argument("--out", type=Path, default=Path("grades"), help="report folder")
-    parser.add_argument("--seed", type=int, help="Hypothesis seed (default: a fresh one)")
-    parser.add_argument(
-        "--timeout", type=float,
-        help="CPU seconds one kata's run may use (default: a multiple of the reference's, "
-        "measured once on this machine and cached)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--test-limit", type=float, default=TEST_LIMIT, help="seconds each test may take"
+    add = parser.add_argument
+    add("path", type=Path, help="a submission folder, a .py file, or a folder of submissions")
+    add(
+        "--kata",
+        action="append",
+        choices=kata_names(),
+        metavar="KATA",
+        help="grade this kata; repeat for more (default: the assignment's, else every kata)",
     )
-    parser.add_argument(
-        "--test-cpu", type=float,
-        help="CPU seconds each test may use (default: a multiple of the reference's slowest)",
-    )  # fmt: skip
-    parser.add_argument("--examples", type=int, default=60, help="examples per property test")
-    parser.add_argument("--jobs", type=int, default=1, help="katas graded at once (local)")
-    parser.add_argument("--backend", choices=("local", "ray"), default="local", help="where")
-    parser.add_argument("--address", default=None, help="Ray cluster (auto, ray://HOST:PORT)")
-    parser.add_argument("--gpu", action="store_true", help="Ray: run GPU katas on GPU nodes")
-    parser.add_argument(
-        "--format", action="append", choices=("gradescope",), default=[],
-        help="also write this format (results.json for Gradescope)",
-    )  # fmt: skip
+    add(
+        "--assignment",
+        type=Path,
+        metavar="FILE",
+        help="a TOML file: the katas, their points, levels and weights (default: none, every "
+        "kata or part weighs the same, out of 100 points in all)",
+    )
+    add("--out", type=Path, default=Path("grades"), help="report folder (default: grades)")
+    add("--seed", type=int, help="Hypothesis seed (default: a fresh one, recorded)")
+    add(
+        "--timeout",
+        type=float,
+        metavar="CPU_S",
+        help=f"CPU seconds one kata's run may use (default: {RUN_LIMIT_FACTOR:g} times the "
+        f"reference's on this machine, at least {RUN_LIMIT_FLOOR:g}; measured once, cached)",
+    )
+    add(
+        "--test-cpu",
+        type=float,
+        metavar="CPU_S",
+        help=f"CPU seconds each test may use (default: {TEST_CPU_FACTOR:g} times the "
+        f"reference's slowest test on this machine, at least {TEST_CPU_FLOOR:g})",
+    )
+    add(
+        "--test-limit",
+        type=float,
+        default=TEST_LIMIT,
+        metavar="S",
+        help=f"seconds on the clock each test may take (default: {TEST_LIMIT:g})",
+    )
+    add(
+        "--examples",
+        type=int,
+        default=60,
+        help="Hypothesis examples per property test (default: 60)",
+    )
+    add("--jobs", type=int, default=1, help="katas graded at once, local backend (default: 1)")
+    add(
+        "--backend",
+        choices=("local", "ray"),
+        default="local",
+        help="where the katas run: this machine or a Ray cluster (default: local)",
+    )
+    add(
+        "--address",
+        default=None,
+        help="the Ray cluster: auto, or ray://HOST:PORT (default: a local Ray instance)",
+    )
+    add(
+        "--gpu",
+        action="store_true",
+        help="Ray: run katas with GPU tests on nodes with a GPU (default: off)",
+    )
+    add(
+        "--format",
+        action="append",
+        choices=("gradescope",),
+        default=[],
+        help="also write this format: gradescope, results.json (default: none)",
+    )
     args = parser.parse_args(argv)
 
     seed = args.seed if args.seed is not None else secrets.randbelow(2**32)

@@ -25,6 +25,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+from grading.limits import arm, disarm, timed_out
+
 settings.register_profile(
     "grade",
     max_examples=int(os.environ.get("KATAS_GRADE_EXAMPLES", "60")),
@@ -157,25 +159,16 @@ class GradeReporter:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem):
-        """Each test (its setup, the call and teardown) may use TEST_CPU seconds of CPU time, a
-        limit the machine's load does not change; the clock's limit is pytest-timeout's."""
+        """Each test (its setup, the call and teardown) may use KATAS_GRADE_TEST_CPU seconds of
+        CPU time, a limit the machine's load does not change; the clock's is pytest-timeout's."""
         limit = float(os.environ.get("KATAS_GRADE_TEST_CPU", "0"))
-
-        def stop(signum, frame) -> None:
-            signal.setitimer(signal.ITIMER_PROF, 0)
-            pytest.fail(
-                f"timed out: the test did not finish within {limit:g} s of CPU time (the limit "
-                "of each test). A loop that never ends, or work far beyond what the task needs?",
-                pytrace=False,
-            )
-
         if limit > 0:
-            signal.signal(signal.SIGPROF, stop)
-            signal.setitimer(signal.ITIMER_PROF, limit)
+            arm(signal.ITIMER_PROF, limit, timed_out(limit, " of CPU time"))
         try:
             return (yield)
         finally:
-            signal.setitimer(signal.ITIMER_PROF, 0)
+            if limit > 0:
+                disarm(signal.ITIMER_PROF)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:

@@ -9,6 +9,8 @@ was left alone), and turns "not implemented yet" failures into one short line ea
 from __future__ import annotations
 
 import os
+import signal
+import threading
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
@@ -22,7 +24,7 @@ use_triton_interpreter_without_gpu()
 from grading.figures import FigureLog  # noqa: E402
 from grading.guards import GuardFailure, JudgeSnapshot, guard_module  # noqa: E402
 from grading.impl import KATAS_DIR, ImplError, kata_of, load_impl  # noqa: E402
-from grading.limits import TEST_LIMIT  # noqa: E402
+from grading.limits import TEST_LIMIT, TestTimedOut, arm, disarm, timed_out  # noqa: E402
 
 # dev: the learner's inner loop, derandomised: unchanged code gets the same examples and so the
 # same verdict on every run, and no stored example from another run is replayed.
@@ -53,6 +55,7 @@ _FIGURES = pytest.StashKey[FigureLog]()
 _UNIMPLEMENTED = pytest.StashKey[list]()
 _JUDGE = pytest.StashKey[JudgeSnapshot]()
 _GUARDS = pytest.StashKey[list]()
+_TIMER = pytest.StashKey[bool]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -70,6 +73,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[_FIGURES] = FigureLog()
+    if config.pluginmanager.hasplugin("timeout"):
+        config.pluginmanager.register(TestTimer(), "kata-test-timer")
     config.stash[_UNIMPLEMENTED] = []
 
 
@@ -162,26 +167,41 @@ def _in_a_kata(item: pytest.Item) -> bool:
     return True
 
 
-def _timed_out(item: pytest.Item, call: pytest.CallInfo) -> str | None:
-    """pytest-timeout's failure in words a learner reads: the limit, and where the test was."""
-    text = str(call.excinfo.value)
-    if not text.startswith("Timeout (>"):
+class TestTimer:
+    """pytest-timeout's clock, raising TestTimedOut (see grading/limits.py) instead of
+    pytest's failure, which Hypothesis would catch and run again."""
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_timeout_set_timer(self, item: pytest.Item, settings) -> bool | None:
+        if threading.current_thread() is not threading.main_thread():
+            return None  # pytest-timeout's own thread method
+        arm(signal.ITIMER_REAL, settings.timeout, timed_out(settings.timeout, ""))
+        item.stash[_TIMER] = True
+        return True
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_timeout_cancel_timer(self, item: pytest.Item) -> bool | None:
+        if not item.stash.get(_TIMER, False):
+            return None
+        disarm(signal.ITIMER_REAL)
+        return True
+
+
+def _timed_out(call: pytest.CallInfo) -> str | None:
+    """A test past its limit, in words a learner reads: the limit, and where the test was."""
+    if not isinstance(call.excinfo.value, TestTimedOut):
         return None
-    limit = text[len("Timeout (>") :].split("s)", 1)[0]
-    machinery = ("pytest_timeout", "/_pytest/", "/pluggy/")
+    machinery = ("grading/limits.py", "/_pytest/", "/pluggy/", "/hypothesis/")
     where = [e for e in call.excinfo.traceback if not any(m in str(e.path) for m in machinery)]
-    at = f"; it was at {where[-1].path}:{where[-1].lineno + 1} when stopped" if where else ""
-    return (
-        f"timed out: the test did not finish within {limit} s (the limit of each test){at}. "
-        "A loop that never ends, or work far beyond what the task needs?"
-    )
+    at = f" It was at {where[-1].path}:{where[-1].lineno + 1} when stopped." if where else ""
+    return str(call.excinfo.value) + at
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
     if report.failed and call.excinfo is not None:
-        message = _timed_out(item, call)
+        message = _timed_out(call)
         if message is not None:
             report.longrepr = message
             return report

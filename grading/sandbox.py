@@ -12,6 +12,7 @@ import ctypes
 import json
 import math
 import os
+import re
 import resource
 import shutil
 import signal
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from grading.impl import REPO_ROOT
 from grading.limits import WALL_PER_CPU
-from grading.progress import first_line, level_of, part_of
+from grading.progress import level_of, part_of
 
 COPIED = ["katas", "grading", "reference", "conftest.py", "pyproject.toml", "README.md"]
 MEMORY_LIMIT = 8 * 2**30  # address space of the test process, in bytes
@@ -233,17 +234,20 @@ def _explain(
         return
     not_reached = sum(t["message"] == NOT_REACHED for t in run.tests)
     running = next((t["id"] for t in run.tests if t["message"] == RUNNING), None)
-    if stopped or returncode == -signal.SIGXCPU:
-        during = f" during {running}" if running else ""
-        run.reason = (
-            f"stopped at the run's limit ({cpu_limit:g} CPU s){during}, "
-            f"{not_reached} tests not reached"
-        )
-        return
+    reasons = []
     hung = [t for t in run.tests if TIMED_OUT in t["message"]]
     if hung:
         more = f" (and {len(hung) - 1} more tests)" if len(hung) > 1 else ""
-        run.reason = f"timed out in test {hung[0]['id']}: {first_line(hung[0]['message'])}{more}"
+        limit = re.search(r"within (\S+ s(?: of CPU time)?)", hung[0]["message"])
+        after = f" after {limit.group(1)}" if limit else ""
+        reasons.append(f"timed out in test {hung[0]['id']}{after}{more}")
+    if stopped or returncode == -signal.SIGXCPU:
+        during = f" during {running}" if running else ""
+        reasons.append(
+            f"stopped at the run's limit ({cpu_limit:g} CPU s){during}, "
+            f"{not_reached} tests not reached"
+        )
+    run.reason = "; ".join(reasons) or None
 
 
 def _why_zero(

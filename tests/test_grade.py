@@ -345,7 +345,8 @@ def test_help_shows_every_default():
     done = grade("--help")
     for option in ("--kata", "--timeout", "--test-limit", "--test-cpu", "--examples", "--jobs"):
         assert option in done.stdout
-    assert "(default: 600.0)" in done.stdout and "(default: local)" in done.stdout
+    assert "(default: 600)" in done.stdout and "(default: local)" in done.stdout
+    assert "(default: None)" not in done.stdout
 
 
 def test_a_hanging_test_fails_alone_saying_it_did_not_finish():
