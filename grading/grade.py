@@ -28,7 +28,7 @@ from grading.limits import (
     RUN_LIMIT_FLOOR,
     TEST_CPU_FACTOR,
     TEST_CPU_FLOOR,
-    TEST_LIMIT,
+    GRADE_TEST_LIMIT,
     WALL_PER_CPU,
     limits_for,
 )
@@ -214,9 +214,9 @@ def main(argv: list[str] | None = None) -> int:
     add(
         "--test-limit",
         type=float,
-        default=TEST_LIMIT,
+        default=GRADE_TEST_LIMIT,
         metavar="S",
-        help=f"seconds on the clock each test may take (default: {TEST_LIMIT:g})",
+        help=f"seconds on the clock each test may take (default: {GRADE_TEST_LIMIT:g})",
     )
     add(
         "--examples",

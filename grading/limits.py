@@ -3,9 +3,10 @@
 - Every test of a kata has its own limit, TEST_LIMIT seconds on the clock (pytest-timeout): a
   test that hangs fails alone, saying it did not finish, and the kata's other tests keep running.
   It is far above what the slowest test of any reference takes on a busy 2-core machine.
-- A graded test also has a limit in CPU time (a busy machine slows the clock, not the CPU time a
+- A graded test has a limit in CPU time (a busy machine slows the clock, not the CPU time a
   test needs): TEST_CPU_FACTOR times the slowest test of the kata's reference on this machine,
-  and at least TEST_CPU_FLOOR.
+  and at least TEST_CPU_FLOOR; its limit on the clock is GRADE_TEST_LIMIT, for a test that
+  waits without using the CPU.
 - A graded run has a backstop for the whole kata, in CPU seconds of the test process and its
   helpers: RUN_LIMIT_FACTOR times what the kata's reference needs on this machine. A run
   stopped there keeps every test that finished.
@@ -22,7 +23,10 @@ import platform
 import signal
 from pathlib import Path
 
-TEST_LIMIT = 600.0  # wall-clock seconds one test may take
+TEST_LIMIT = 600.0  # wall-clock seconds one test of a kata run may take
+# While grading, a test that keeps the CPU busy meets its CPU limit first; the clock's limit only
+# stops one that waits forever, and a machine busy with other jobs must not meet it.
+GRADE_TEST_LIMIT = 1800.0
 TEST_CPU_FACTOR, TEST_CPU_FLOOR = 10.0, 30.0  # a graded test's CPU seconds
 RUN_LIMIT_FACTOR, RUN_LIMIT_FLOOR = 10.0, 120.0  # a graded run's CPU seconds
 # Wall time for a whole run, per CPU second of its backstop: only a run that sleeps or waits

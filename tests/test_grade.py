@@ -345,7 +345,7 @@ def test_help_shows_every_default():
     done = grade("--help")
     for option in ("--kata", "--timeout", "--test-limit", "--test-cpu", "--examples", "--jobs"):
         assert option in done.stdout
-    assert "(default: 600)" in done.stdout and "(default: local)" in done.stdout
+    assert "(default: 1800)" in done.stdout and "(default: local)" in done.stdout
     assert "(default: None)" not in done.stdout
 
 
