@@ -24,11 +24,11 @@ from grading import assignment as assignments
 from grading.assignment import Assignment, score_kata
 from grading.impl import REPO_ROOT, kata_names
 from grading.limits import (
+    GRADE_TEST_LIMIT,
     RUN_LIMIT_FACTOR,
     RUN_LIMIT_FLOOR,
     TEST_CPU_FACTOR,
     TEST_CPU_FLOOR,
-    GRADE_TEST_LIMIT,
     WALL_PER_CPU,
     limits_for,
 )
