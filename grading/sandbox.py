@@ -245,7 +245,7 @@ def _explain(
         during = f" during {running}" if running else ""
         reasons.append(
             f"stopped at the run's limit ({cpu_limit:g} CPU s){during}, "
-            f"{not_reached} tests not reached"
+            f"{not_reached} test{'s' * (not_reached != 1)} not reached"
         )
     run.reason = "; ".join(reasons) or None
 

@@ -416,3 +416,26 @@ def test_ray_backend_grades_like_the_local_one_and_survives_a_lost_worker(tmp_pa
         assert remote[key]["reason"] == run["reason"]
     assert any(t["status"] == "passed" for t in remote[("correct", KATA)]["tests"])
     assert sorted(run["attempts"] for run in remote.values()) == [1, 2]  # one worker was lost
+
+
+def test_a_stopped_run_keeps_the_tests_that_finished(tmp_path):
+    """Results are written test by test: a run stopped at its backstop during its second test
+    keeps the first, and says which test ran and how many were not reached."""
+    from grading.sandbox import KataRun, _explain, _read_results
+
+    ids = [f"katas/{KATA}/test_{KATA}_1_rope.py::test_{n}" for n in ("a", "b", "c")]
+    records = [{"kind": "collected", "id": i} for i in ids] + [
+        {"kind": "started", "id": ids[0]},
+        {"kind": "test", "id": ids[0], "status": "passed", "message": "", "duration_s": 1.0},
+        {"kind": "started", "id": ids[1]},
+    ]
+    results = tmp_path / "results.jsonl"
+    results.write_text("".join(json.dumps(r) + "\n" for r in records))
+    run = KataRun(KATA)
+    finished, violations = _read_results(run, results)
+    _explain(run, None, 0, finished, violations, stopped=True, cpu_limit=40)
+    assert [t["status"] for t in run.tests] == ["passed", "error", "error"]
+    assert not run.zeroed
+    assert (
+        run.reason == f"stopped at the run's limit (40 CPU s) during {ids[1]}, 1 test not reached"
+    )
