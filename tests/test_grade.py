@@ -345,20 +345,21 @@ def test_help_shows_every_default():
     done = grade("--help")
     for option in ("--kata", "--timeout", "--test-limit", "--test-cpu", "--examples", "--jobs"):
         assert option in done.stdout
-    assert "(default: 1800)" in done.stdout and "(default: local)" in done.stdout
-    assert "(default: None)" not in done.stdout
+    text = " ".join(done.stdout.split())
+    assert "(default: 1800)" in text and "(default: local)" in text
+    assert "(default: None)" not in text
 
 
 def test_a_hanging_test_fails_alone_saying_it_did_not_finish():
-    """Every kata run gives each test a limit (here 2 s): the test that hangs fails with a
+    """Every kata run gives each test a limit (here 10 s): the test that hangs fails with a
     message saying so, and the run goes on to the next test."""
     done = subprocess.run(
         [sys.executable, "-m", "pytest", f"katas/{KATA}", "--impl",
-         str(ADVERSARIAL / "hang.py"), "--timeout", "2", "-q", "-p", "no:cacheprovider",
+         str(ADVERSARIAL / "hang.py"), "--timeout", "10", "-q", "-p", "no:cacheprovider",
          "--maxfail", "2"],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
-    assert "did not finish within 2.0 s" in done.stdout, done.stdout[-3000:]
+    assert "did not finish within 10 s" in done.stdout, done.stdout[-3000:]
     assert "2 errors" in done.stdout or "2 failed" in done.stdout, done.stdout[-2000:]
 
 
