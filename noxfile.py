@@ -79,8 +79,9 @@ for kata_dir in sorted((ROOT / "katas").glob("*/solution.py")):
 def selftest(session: nox.Session) -> None:
     """The repository's own tests: references pass, mutants fail, stubs fail kindly (CI runs it)."""
     # Each test starts a pytest process of its own; run them side by side, one line per result.
-    # The simulation's tests need its extra (Textual); the checkpoint loader's, `models`.
-    pytest(session, "tests", "-n", "auto", "-v", "--durations=10", extra="sim,models")
+    # The simulation's tests need its extra (Textual), the checkpoint loader `models`, the
+    # grader's Ray backend `cluster`.
+    pytest(session, "tests", "-n", "auto", "-v", "--durations=10", extra="sim,models,cluster")
 
 
 SWEEP_SEEDS = ("0", "1", "2", "3", "4")

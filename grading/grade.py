@@ -1,37 +1,40 @@
 """Grade one submission or a whole class: `python -m grading.grade PATH [options]`.
 
-    PATH                 a submission folder holding `<kata>.py` files named after the katas,
-                         a single .py file (with --kata), or a folder of submission folders
-    --kata KATA          grade only this kata (needed when PATH is a single file)
-    --out DIR            where the reports go (default grades/)
-    --seed N             the Hypothesis seed (default: a fresh one, recorded in every report)
-    --timeout SECONDS    the longest one kata may run for one submission (default 600)
-    --examples N         Hypothesis examples per property test (default 60; `ci` draws 30)
-    --jobs N             katas graded at once (default 1)
-
-Per submission it writes DIR/<submission>/grade.json, junit.xml and summary.md; for a class,
-also DIR/class.csv, DIR/class.md and DIR/scores.png. Each kata of each submission runs in its own
-sandboxed process (grading/sandbox.py); grading/README.md describes what is stopped and how.
+PATH is a submission folder holding `<kata>.py` files named after the katas, a single .py file
+(with --kata), or a folder of submission folders. What is graded: the katas given with --kata,
+or those an --assignment file names (with their points, levels and weights; see
+grading/assignment.py), else every kata. Per submission it writes DIR/<submission>/grade.json,
+junit.xml and summary.md (and results.json with --format gradescope); for a class, also
+DIR/class.csv, DIR/class.md and DIR/scores.png. Each kata of each submission runs in its own
+sandboxed process (grading/sandbox.py), on this machine or on a Ray cluster (--backend ray);
+grading/README.md describes what is stopped and how.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
-import json
 import platform
 import secrets
 import subprocess
 import sys
 import tempfile
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
+from grading import assignment as assignments
+from grading.assignment import Assignment, score_kata
 from grading.impl import REPO_ROOT, kata_names
-from grading.sandbox import KataRun, run_kata
+from grading.limits import (
+    GRADE_TEST_LIMIT,
+    RUN_LIMIT_FACTOR,
+    RUN_LIMIT_FLOOR,
+    TEST_CPU_FACTOR,
+    TEST_CPU_FLOOR,
+    WALL_PER_CPU,
+    limits_for,
+)
+from grading.reports import write_class, write_submission
+from grading.sandbox import run_kata
 from grading.source_check import check_source
-
-TEST_TIMEOUT = 120.0  # seconds one test may take before it is stopped
 
 
 def environment(seed: int) -> dict:
@@ -80,221 +83,244 @@ def submissions_in(path: Path, kata: str | None) -> tuple[dict[str, dict[str, Pa
     return {sub.name: files(sub) for sub in sorted(path.iterdir()) if sub.is_dir()}, True
 
 
-def kata_report(run: KataRun | None) -> dict:
-    """The pinned per-kata shape of grade.json; None means the submission lacks the kata."""
-    if run is None:
-        return dict(score=0.0, passed=0, failed=0, levels={}, reason="missing", tests=[])
-    levels: dict[str, dict[str, int]] = {}
-    for test in run.tests:
-        level = levels.setdefault(str(test["level"]), {"passed": 0, "failed": 0})
-        if test["status"] == "passed":
-            level["passed"] += 1
-        elif test["status"] in ("failed", "error"):
-            level["failed"] += 1
-    return dict(
-        score=round(run.score, 4),
-        passed=run.count("passed"),
-        failed=run.count("failed") + run.count("error"),
-        levels=dict(sorted(levels.items(), key=lambda kv: int(kv[0]))),
-        reason=run.reason,
-        tests=run.tests,
-    )
-
-
-def grade_one(
-    kata: str, file: Path | None, *, seed: int, timeout: float, examples: int,
-    parts: dict[str, Path] | None = None,
+def grade_task(
+    kata: str, file: str, parts: dict[str, str], *, seed: int, cpu_limit: float,
+    test_limit: float, test_cpu: float, examples: int, select: str | None = None,
+    source_check: bool = True,
 ) -> dict:  # fmt: skip
-    """One kata of one submission, in a sandbox of its own, with the submission's other katas
-    (`parts`) in place of the stubs."""
-    if file is None:
-        return kata_report(None)
-    if refused := [r for f in {file, *(parts or {}).values()} for r in check_source(f)]:
-        return kata_report(
-            KataRun(kata, reason=f"refused by the source check: {'; '.join(refused)}")
-        )
+    """One kata of one submission in a sandbox of its own, with the submission's other katas
+    (`parts`) in place of the stubs: {tests, reason, zeroed, cpu_s}. Plain values in and out, so
+    any backend (a thread here, a Ray task on a cluster) runs it the same way. `select`: a
+    pytest `-k` expression, to grade part of a kata. Files the source check refuses never run
+    (`source_check=False` skips it, to test the sandbox's own defences)."""
+    files = sorted({file, *parts.values()})
+    if source_check and (refused := [r for f in files for r in check_source(Path(f))]):
+        reason = f"refused by the source check: {'; '.join(refused)}"
+        return dict(tests=[], reason=reason, zeroed=True, cpu_s=0.0)
     with tempfile.TemporaryDirectory(prefix=f"grade-{kata}-") as tmp:
         run = run_kata(
-            kata, file, Path(tmp) / "run", seed=seed, timeout=timeout,
-            test_timeout=min(TEST_TIMEOUT, timeout), examples=examples, parts=parts,
+            kata, Path(file), Path(tmp) / "run", seed=seed, cpu_limit=cpu_limit,
+            test_limit=test_limit, test_cpu=test_cpu, examples=examples, select=select,
+            parts={k: Path(v) for k, v in parts.items()},
         )  # fmt: skip
-    return kata_report(run)
+    return dict(tests=run.tests, reason=run.reason, zeroed=run.zeroed, cpu_s=round(run.cpu_s, 1))
 
 
-def grade_all(
-    submissions: dict[str, dict[str, Path]], katas: list[str], *, seed: int, timeout: float,
-    examples: int, jobs: int, env: dict,
-) -> list[dict]:  # fmt: skip
-    """Every kata of every submission, `jobs` at a time; one report per submission."""
-    reports = {
-        name: {"submission": name, "seed": seed, "environment": env, "score": 0.0, "katas": {}}
-        for name in submissions
+def kata_entry(run: dict | None, spec) -> dict:
+    """The pinned per-kata shape of grade.json, scored by the assignment's `spec`; None: the
+    submission has no file for the kata."""
+    if run is None:
+        return dict(
+            score=0.0, points=0.0, max_points=spec.points, passed=0, failed=0, levels={},
+            weights={}, reason="not submitted", zeroed=True, tests=[],
+        )  # fmt: skip
+    score, levels = score_kata(run["tests"], spec, run["zeroed"])
+    graded = [t for t in run["tests"] if spec.levels is None or t["part"] in spec.levels]
+    entry = dict(
+        score=round(score, 4),
+        points=round(score * spec.points, 4),
+        max_points=spec.points,
+        passed=sum(t["status"] == "passed" for t in graded),
+        failed=sum(t["status"] in ("failed", "error") for t in graded),
+        levels=levels,
+        weights={p: spec.weights.get(p, 1.0) for p, v in levels.items() if v["score"] is not None},
+        reason=run["reason"],
+        zeroed=run["zeroed"],
+        cpu_s=run.get("cpu_s", 0.0),
+        tests=run["tests"],
+    )
+    if run.get("attempts", 1) > 1:
+        entry["retried"] = (
+            f"the worker grading it was lost; graded again ({run['attempts']} attempts)"
+        )
+    return entry
+
+
+def submission_report(name: str, runs: dict, plan: Assignment, seed: int, env: dict) -> dict:
+    katas = {kata: kata_entry(runs.get(kata), spec) for kata, spec in plan.katas.items()}
+    points = round(sum(e["points"] for e in katas.values()), 4)
+    return {
+        "submission": name,
+        "seed": seed,
+        "environment": env,
+        "score": round(points / plan.total, 4) if plan.total else 0.0,
+        "points": points,
+        "max_points": plan.total,
+        "rule": plan.rule(),
+        "katas": katas,
     }
-    work = [(name, kata) for name in submissions for kata in katas]
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = {
-            pool.submit(
-                grade_one, kata, submissions[name].get(kata), seed=seed, timeout=timeout,
-                examples=examples, parts=submissions[name],
-            ): (name, kata)
-            for name, kata in work
-        }  # fmt: skip
-        for future in as_completed(futures):
-            name, kata = futures[future]
-            entry = future.result()
-            reports[name]["katas"][kata] = entry
-            why = f" ({entry['reason']})" if entry["reason"] else ""
-            print(f"  {name} / {kata}: {entry['score']:.2f}{why}", flush=True)
-    for report in reports.values():
-        report["katas"] = {kata: report["katas"][kata] for kata in katas}
-        scores = [entry["score"] for entry in report["katas"].values()]
-        report["score"] = round(sum(scores) / len(scores), 4)
-    return list(reports.values())
 
 
-def junit_xml(report: dict) -> str:
-    """JUnit XML: one testsuite per kata, for CI systems and learning-management imports."""
-    from xml.etree import ElementTree as ET
+def calibrate(
+    katas: list[str], *, examples: int, commit: str | None, test_limit: float, backend
+) -> dict[str, dict]:
+    """{kata: {"test", "run"}}: the CPU seconds of the reference's slowest test and whole run on
+    this machine, measured once per machine, commit and example count, and cached."""
+    from grading.limits import cached_timings, calibration_file, save_timings
 
-    suites = ET.Element("testsuites", name=report["submission"])
-    for kata, entry in report["katas"].items():
-        suite = ET.SubElement(
-            suites, "testsuite", name=kata, tests=str(len(entry["tests"]) or 1),
-            failures=str(entry["failed"]), errors="0",
-            skipped=str(sum(t["status"] == "skipped" for t in entry["tests"])),
-        )  # fmt: skip
-        if entry["reason"] is not None:
-            case = ET.SubElement(suite, "testcase", classname=kata, name="kata")
-            ET.SubElement(case, "failure", message=entry["reason"]).text = entry["reason"]
-        for test in entry["tests"]:
-            case = ET.SubElement(
-                suite, "testcase", classname=kata, name=test["id"], time=f"{test['duration_s']}"
-            )
-            if test["status"] in ("failed", "error"):
-                tag = "failure" if test["status"] == "failed" else "error"
-                ET.SubElement(case, tag, message=test["message"][:200]).text = test["message"]
-            elif test["status"] == "skipped":
-                ET.SubElement(case, "skipped", message=test["message"][:200])
-    ET.indent(suites)
-    return ET.tostring(suites, encoding="unicode", xml_declaration=True)
-
-
-def summary_md(report: dict) -> str:
-    env = report["environment"]
-    lines = [
-        f"# {report['submission']}: {report['score'] * 100:.1f} / 100",
-        "",
-        f"Seed {report['seed']}; {env['device']}; Python {env['python']}, torch {env['torch']}, "
-        f"Triton {env['triton']}; commit {env['commit']}.",
-        "",
-        "| kata | score | passed | failed | levels | reason |",
-        "| --- | --- | --- | --- | --- | --- |",
-    ]
-    for kata, e in report["katas"].items():
-        levels = ", ".join(
-            f"{n}: {v['passed']}/{v['passed'] + v['failed']}" for n, v in e["levels"].items()
-        )
-        lines.append(
-            f"| {kata} | {e['score']:.2f} | {e['passed']} | {e['failed']} | {levels} | "
-            f"{e['reason'] or ''} |"
-        )
-    failing = [
-        t
-        for e in report["katas"].values()
-        for t in e["tests"]
-        if t["status"] in ("failed", "error")
-    ]
-    if failing:
-        lines += ["", "## Failing tests", ""]
-        for t in failing:
-            first = next((s for s in t["message"].splitlines() if s.strip()), "")
-            lines.append(f"- `{t['id']}`: {first[:160]}")
-    lines += ["", f"Replay: `python -m grading.grade PATH --seed {report['seed']}`"]
-    return "\n".join(lines) + "\n"
-
-
-def write_submission(report: dict, out: Path) -> None:
-    folder = out / report["submission"]
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "grade.json").write_text(json.dumps(report, indent=2) + "\n")
-    (folder / "junit.xml").write_text(junit_xml(report) + "\n")
-    (folder / "summary.md").write_text(summary_md(report))
-
-
-def write_class(reports: list[dict], katas: list[str], out: Path) -> None:
-    with (out / "class.csv").open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["submission", "score", *katas])
-        for r in reports:
-            writer.writerow([r["submission"], r["score"], *(r["katas"][k]["score"] for k in katas)])
-    lines = [
-        f"# Class: {len(reports)} submissions, seed {reports[0]['seed']}",
-        "",
-        "| submission | score | " + " | ".join(katas) + " |",
-        "| --- | --- | " + " | ".join("---" for _ in katas) + " |",
-    ]
-    for r in reports:
-        cells = [
-            f"{r['katas'][k]['score']:.2f}" + (" ⚠" if r["katas"][k]["reason"] else "")
-            for k in katas
-        ]
-        lines.append(f"| {r['submission']} | {r['score'] * 100:.1f} | " + " | ".join(cells) + " |")
-    lines += ["", "⚠: scored zero for a reason given in that submission's summary.md.", ""]
-    lines.append("![scores](scores.png)" if histogram(reports, out / "scores.png") else "")
-    (out / "class.md").write_text("\n".join(lines) + "\n")
-
-
-def histogram(reports: list[dict], path: Path) -> bool:
-    """A histogram of the class's scores; False (and a note) where matplotlib is missing."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed: no scores.png (pip install matplotlib)")
-        return False
-    fig, ax = plt.subplots(figsize=(6, 3.2), dpi=120)
-    ax.hist([r["score"] * 100 for r in reports], bins=range(0, 105, 5), color="#4C72B0")
-    ax.set(xlabel="score (out of 100)", ylabel="submissions", xlim=(0, 100))
-    ax.set_title(f"{len(reports)} submissions")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return True
+    path = calibration_file(commit, examples)
+    timings = cached_timings(path)
+    missing = [k for k in katas if k not in timings]
+    if missing:
+        print(f"measuring the references once on this machine: {', '.join(missing)}", flush=True)
+        jobs = [
+            (("reference", k), dict(
+                kata=k, file=str(REPO_ROOT / "reference" / f"{k}.py"), parts={}, seed=0,
+                cpu_limit=7200.0, test_limit=test_limit, test_cpu=0.0, examples=examples,
+            ))
+            for k in missing
+        ]  # fmt: skip
+        for (_, kata), run in backend(jobs, "measuring"):
+            if run["reason"] is None:
+                slowest = max((t["cpu_s"] for t in run["tests"]), default=0.0)
+                timings[kata] = {"test": slowest, "run": run["cpu_s"]}
+            else:
+                print(f"  the reference of {kata} did not run cleanly: {run['reason']}")
+        save_timings(path, {k: timings[k] for k in missing if k in timings})
+    return timings
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m grading.grade", description=__doc__.splitlines()[0]
+        prog="python -m grading.grade",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("path", type=Path, help="a submission folder, a .py file, or a class")
-    parser.add_argument("--kata", choices=kata_names(), help="grade only this kata")
-    parser.add_argument("--out", type=Path, default=Path("grades"), help="report folder")
-    parser.add_argument("--seed", type=int, help="Hypothesis seed (default: a fresh one)")
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per kata run")
-    parser.add_argument("--examples", type=int, default=60, help="examples per property test")
-    parser.add_argument("--jobs", type=int, default=1, help="katas graded at once")
+    add = parser.add_argument
+    add("path", type=Path, help="a submission folder, a .py file, or a folder of submissions")
+    add(
+        "--kata",
+        action="append",
+        choices=kata_names(),
+        metavar="KATA",
+        help="grade this kata; repeat for more (default: the assignment's, else every kata)",
+    )
+    add(
+        "--assignment",
+        type=Path,
+        metavar="FILE",
+        help="a TOML file: the katas, their points, levels and weights (default: none, every "
+        "kata or part weighs the same, out of 100 points in all)",
+    )
+    add("--out", type=Path, default=Path("grades"), help="report folder (default: grades)")
+    add("--seed", type=int, help="Hypothesis seed (default: a fresh one, recorded)")
+    add(
+        "--timeout",
+        type=float,
+        metavar="CPU_S",
+        help=f"CPU seconds one kata's run may use (default: {RUN_LIMIT_FACTOR:g} times the "
+        f"reference's on this machine, at least {RUN_LIMIT_FLOOR:g}; measured once, cached)",
+    )
+    add(
+        "--test-cpu",
+        type=float,
+        metavar="CPU_S",
+        help=f"CPU seconds each test may use (default: {TEST_CPU_FACTOR:g} times the "
+        f"reference's slowest test on this machine, at least {TEST_CPU_FLOOR:g})",
+    )
+    add(
+        "--test-limit",
+        type=float,
+        default=GRADE_TEST_LIMIT,
+        metavar="S",
+        help=f"seconds on the clock each test may take (default: {GRADE_TEST_LIMIT:g})",
+    )
+    add(
+        "--examples",
+        type=int,
+        default=60,
+        help="Hypothesis examples per property test (default: 60)",
+    )
+    add("--jobs", type=int, default=1, help="katas graded at once, local backend (default: 1)")
+    add(
+        "--backend",
+        choices=("local", "ray"),
+        default="local",
+        help="where the katas run: this machine or a Ray cluster (default: local)",
+    )
+    add(
+        "--address",
+        default=None,
+        help="the Ray cluster: auto, or ray://HOST:PORT (default: a local Ray instance)",
+    )
+    add(
+        "--gpu",
+        action="store_true",
+        help="Ray: run katas with GPU tests on nodes with a GPU (default: off)",
+    )
+    add(
+        "--format",
+        action="append",
+        choices=("gradescope",),
+        default=[],
+        help="also write this format: gradescope, results.json (default: none)",
+    )
+    add(
+        "--no-source-check",
+        dest="source_check",
+        action="store_false",
+        help="run files the static source check refuses (default: refuse them; "
+        "only to test the sandbox's own defences)",
+    )
     args = parser.parse_args(argv)
 
     seed = args.seed if args.seed is not None else secrets.randbelow(2**32)
-    katas = [args.kata] if args.kata else kata_names()
-    submissions, is_class = submissions_in(args.path.resolve(), args.kata)
+    if args.assignment is not None:
+        plan = assignments.load(args.assignment)
+        if args.kata:
+            plan = Assignment({k: v for k, v in plan.katas.items() if k in args.kata})
+    else:
+        plan = assignments.every_kata(args.kata or kata_names())
+    katas = list(plan.katas)
+    single = katas[0] if len(katas) == 1 else None
+    submissions, is_class = submissions_in(args.path.resolve(), single)
     if not submissions:
         print(f"no submissions found in {args.path}", file=sys.stderr)
         return 2
     env = environment(seed)
+    backend = make_backend(args)
+    timings = {}
+    if args.timeout is None or args.test_cpu is None:
+        timings = calibrate(
+            katas, examples=args.examples, commit=env["commit"], test_limit=args.test_limit,
+            backend=backend,
+        )  # fmt: skip
+    limits = {k: limits_for(timings.get(k)) for k in katas}
+    limits = {
+        k: (args.test_cpu or test_cpu, args.timeout or run_cpu)
+        for k, (test_cpu, run_cpu) in limits.items()
+    }
     print(f"grading {len(submissions)} submission(s) on {', '.join(katas)} with seed {seed}")
-    reports = grade_all(
-        submissions, katas, seed=seed, timeout=args.timeout, examples=args.examples,
-        jobs=args.jobs, env=env,
-    )  # fmt: skip
+    print(f"limits: {args.test_limit:g} s per test on the clock; in CPU seconds, per test and "
+          f"per run (the run's clock: {WALL_PER_CPU:g} times that):")  # fmt: skip
+    for k in katas:
+        print(f"  {k}: {limits[k][0]:g} per test, {limits[k][1]:g} per run", flush=True)
+    jobs = [
+        ((name, kata), dict(
+            kata=kata, file=str(files[kata]), parts={k: str(v) for k, v in files.items()},
+            seed=seed, cpu_limit=limits[kata][1], test_limit=args.test_limit,
+            test_cpu=limits[kata][0], examples=args.examples, source_check=args.source_check,
+        ))
+        for name, files in submissions.items() for kata in katas if kata in files
+    ]  # fmt: skip
+    runs: dict[str, dict] = {name: {} for name in submissions}
+    for (name, kata), run in backend(jobs, "grading"):
+        runs[name][kata] = run
+    reports = [submission_report(n, runs[n], plan, seed, env) for n in submissions]
     for report in reports:
-        write_submission(report, args.out)
+        write_submission(report, args.out, tuple(args.format))
     if is_class:
-        write_class(reports, katas, args.out)
+        write_class(reports, args.out)
     print(f"reports in {args.out}/")
     return 0
+
+
+def make_backend(args):
+    from grading import backends
+
+    if args.backend == "ray":
+        return backends.RayBackend(args.address, gpu=args.gpu)
+    return backends.LocalBackend(args.jobs)
 
 
 if __name__ == "__main__":

@@ -17,11 +17,15 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from grading.limits import arm, disarm, timed_out
 
 settings.register_profile(
     "grade",
@@ -33,6 +37,7 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 
+MESSAGE_LIMIT = 8000  # characters of a failure's text kept (its end: the assertion's message)
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 _FILE_EVENTS = {
     "os.remove", "os.rename", "os.rmdir", "os.truncate", "os.chmod", "os.chown", "os.link",
@@ -47,8 +52,9 @@ _PROCESS_EVENTS = {
 def _process_allowed(event: str, args: tuple) -> bool:
     """The processes the katas' own tests start: the ahead-of-time kernel compiler
     (`python -m grading.aot_worker`) and the CUDA tools that ship with Triton (ptxas, cuobjdump),
-    which that worker runs under these same rules."""
-    if event != "subprocess.Popen" or len(args) < 2:
+    which that worker runs under these same rules. Both events carry (program, argv, ...):
+    subprocess uses os.posix_spawn where it can (Triton runs ptxas so)."""
+    if event not in ("subprocess.Popen", "os.posix_spawn") or len(args) < 2:
         return False
     argv = [os.fsdecode(a) for a in args[1]] if isinstance(args[1], (list, tuple)) else []
     if not argv:
@@ -68,7 +74,7 @@ def _forbidden(event: str, args: tuple, sandbox: Path, kata: str) -> str | None:
     if event in _PROCESS_EVENTS:
         if _process_allowed(event, args):
             return None
-        return "starting or signalling processes is not allowed while grading"
+        return f"starting or signalling processes is not allowed while grading ({_what(args)})"
     if event == "open" and args and isinstance(args[0], (str, bytes, os.PathLike)):
         path = Path(os.fsdecode(args[0]))
         name, parent = path.name, path.parent.name
@@ -83,7 +89,7 @@ def _forbidden(event: str, args: tuple, sandbox: Path, kata: str) -> str | None:
         writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
             isinstance(flags, int) and flags & _WRITE_FLAGS
         )
-        if writing and not _inside(path, sandbox):
+        if writing and not _inside(path, sandbox) and str(path) != os.devnull:
             return f"writing {path} (outside the sandbox) is not allowed"
     if event in _FILE_EVENTS:
         for arg in args:
@@ -92,6 +98,11 @@ def _forbidden(event: str, args: tuple, sandbox: Path, kata: str) -> str | None:
                 if not _inside(path, sandbox):
                     return f"{event} on {path} (outside the sandbox) is not allowed"
     return None
+
+
+def _what(args: tuple) -> str:
+    """The program an audit event names, for the report: `event(args)` shortened."""
+    return " ".join(os.fsdecode(a) if isinstance(a, (str, bytes)) else repr(a) for a in args)[:200]
 
 
 def _inside(path: Path, root: Path) -> bool:
@@ -133,6 +144,7 @@ class GradeReporter:
 
     def __init__(self, path: Path) -> None:
         self.file = open(path, "a", buffering=1)  # noqa: SIM115 - open for the whole session
+        self.cpu_at_start = time.process_time()
 
     def write(self, **record) -> None:
         self.file.write(json.dumps(record) + "\n")
@@ -140,6 +152,23 @@ class GradeReporter:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         for item in session.items:
             self.write(kind="collected", id=item.nodeid)
+
+    def pytest_runtest_logstart(self, nodeid: str, location) -> None:
+        self.write(kind="started", id=nodeid)
+        self.cpu_at_start = time.process_time()
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem):
+        """Each test (its setup, the call and teardown) may use KATAS_GRADE_TEST_CPU seconds of
+        CPU time, a limit the machine's load does not change; the clock's is pytest-timeout's."""
+        limit = float(os.environ.get("KATAS_GRADE_TEST_CPU", "0"))
+        if limit > 0:
+            arm(signal.ITIMER_PROF, limit, timed_out(limit, " of CPU time"))
+        try:
+            return (yield)
+        finally:
+            if limit > 0:
+                disarm(signal.ITIMER_PROF)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -157,12 +186,13 @@ class GradeReporter:
             status = "skipped" if report.skipped else "error"
         message = ""
         if report.failed:
-            message = str(report.longrepr)[-2000:]
+            message = str(report.longrepr)[-MESSAGE_LIMIT:]
         elif report.skipped and isinstance(report.longrepr, tuple):
             message = str(report.longrepr[2])
         self.write(
             kind="test", id=report.nodeid, status=status, message=message,
             duration_s=round(report.duration, 3),
+            cpu_s=round(time.process_time() - self.cpu_at_start, 3),
         )  # fmt: skip
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:

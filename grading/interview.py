@@ -31,16 +31,23 @@ from pathlib import Path
 
 from grading.impl import KATAS_DIR, REPO_ROOT, kata_names
 from grading.learner import pristine_stub
-from grading.progress import first_line, level_of
+from grading.progress import by_part, first_line, part_name, part_of
 from grading.sandbox import run_kata
 
+FAILING_SHOWN = 10  # failing tests a check lists
 
-def task_text(kata: str) -> str:
-    """The README's `## The task` and `## Targets` sections."""
+
+def task_text(kata: str, solution: Path | None = None) -> str:
+    """The README's `## The task` and `## Targets` sections; `solution`: the file to edit
+    instead of katas/<kata>/solution.py."""
     text = (KATAS_DIR / kata / "README.md").read_text()
     parts = re.split(r"^(?=## )", text, flags=re.M)
     wanted = [p for p in parts if p.startswith(("## The task", "## Targets"))]
-    return "\n".join(wanted).strip() or text
+    task = "\n".join(wanted).strip() or text
+    if solution is not None:
+        shown = solution.relative_to(REPO_ROOT) if solution.is_relative_to(REPO_ROOT) else solution
+        task = task.replace(f"katas/{kata}/solution.py", str(shown))
+    return task
 
 
 @dataclass
@@ -55,7 +62,8 @@ class Interview:
     examples: int = 100  # for the final, thorough run
     checks: int = 0
     started: float = 0.0
-    green_at: dict[int, float] = field(default_factory=dict)  # level -> seconds from start
+    green_at: dict[str, float] = field(default_factory=dict)  # part -> seconds from start
+    failing: list[tuple[str, str]] = field(default_factory=list)  # the last check's (test, why)
 
     @property
     def solution(self) -> Path:
@@ -77,8 +85,9 @@ class Interview:
         """A `-k` expression for the chosen level's test file, or None for every level."""
         return None if self.level is None else f"test_{self.kata}_{self.level}_"
 
-    def check(self) -> dict[int, tuple[int, int]]:
-        """Run the tests (dev profile) on the workspace file: {level: (passed, total)}."""
+    def check(self) -> dict[str, tuple[int, int]]:
+        """Run the tests (dev profile) on the workspace file: {part: (passed, total)}; the
+        failing tests and their reasons are kept in `self.failing`."""
         self.checks += 1
         command = [
             sys.executable, "-m", "pytest", f"katas/{self.kata}", "-q", "-p", "no:cacheprovider",
@@ -88,7 +97,7 @@ class Interview:
         if self.level is not None:
             command += ["-k", self._select()]
         subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True)
-        levels = _levels_from_junit(self.workspace / "check.xml", self.kata)
+        levels, self.failing = _levels_from_junit(self.workspace / "check.xml", self.kata)
         elapsed = self.clock() - self.started
         for n, (passed, total) in levels.items():
             if total and passed == total:
@@ -99,7 +108,7 @@ class Interview:
         """The whole interview: the prompt loop, then the final run and the report."""
         self.start()
         self.say(f"Interview: {self.kata}, {self.minutes:g} minutes. Your file: {self.solution}\n")
-        self.say(task_text(self.kata))
+        self.say(task_text(self.kata, self.solution))
         self.say("\nCommands: check, task, time, done.")
         while self.left() > 0:
             try:
@@ -111,10 +120,14 @@ class Interview:
                 break
             if command == "check":
                 levels = self.check()
-                for n, (passed, total) in sorted(levels.items()):
-                    self.say(f"  level {n}: {passed}/{total} passing")
+                for n, (passed, total) in sorted(levels.items(), key=by_part):
+                    self.say(f"  {part_name(n)}: {passed}/{total} passing")
+                for test, why in self.failing[:FAILING_SHOWN]:
+                    self.say(f"  FAILED {test}: {why}")
+                if len(self.failing) > FAILING_SHOWN:
+                    self.say(f"  ... and {len(self.failing) - FAILING_SHOWN} more failing")
             elif command == "task":
-                self.say(task_text(self.kata))
+                self.say(task_text(self.kata, self.solution))
             elif command == "time":
                 self.say(self._clock_text())
             elif command in ("done", "quit", "q"):
@@ -128,11 +141,11 @@ class Interview:
         seed = secrets.randbelow(2**32)
         self.say("Final run with a hidden seed (thorough examples)...")
         run = run_kata(
-            self.kata, self.solution, self.workspace / "final", seed=seed, timeout=1800,
-            test_timeout=300, examples=self.examples, select=self._select(),
+            self.kata, self.solution, self.workspace / "final", seed=seed, cpu_limit=1800,
+            test_limit=300, examples=self.examples, select=self._select(),
         )  # fmt: skip
-        tests = [t for t in run.tests if self.level is None or t["level"] == self.level]
-        report = self.report(tests, run.reason, seed)
+        tests = [t for t in run.tests if self.level is None or t["part"] == str(self.level)]
+        report = self.report(tests, run.reason if run.zeroed else None, seed)
         (self.workspace / "report.md").write_text(report)
         self.say(report)
         return report
@@ -148,10 +161,10 @@ class Interview:
             "| level | final run | first green check |",
             "| --- | --- | --- |",
         ]
-        by_level: dict[int, list[dict]] = {}
+        by_level: dict[str, list[dict]] = {}
         for test in tests:
-            by_level.setdefault(test["level"], []).append(test)
-        for n, group in sorted(by_level.items()):
+            by_level.setdefault(test["part"], []).append(test)
+        for n, group in sorted(by_level.items(), key=by_part):
             judged = [t for t in group if t["status"] != "skipped"]
             passed = sum(t["status"] == "passed" for t in judged)
             green = self.green_at.get(n)
@@ -167,21 +180,29 @@ class Interview:
         return "\n".join(lines) + "\n"
 
 
-def _levels_from_junit(path: Path, kata: str) -> dict[int, tuple[int, int]]:
+def _levels_from_junit(path: Path, kata: str) -> tuple[dict, list[tuple[str, str]]]:
+    """({part: (passed, total)}, [(failing test, its reason)]) from a JUnit file."""
     from xml.etree import ElementTree as ET
 
-    levels: dict[int, list[int]] = {}
+    levels: dict[str, list[int]] = {}
+    failing = []
     if not path.exists():
-        return {}
+        return {}, []
     for case in ET.parse(path).iter("testcase"):
         if case.find("skipped") is not None:
             continue
-        n = level_of(case.get("classname", ""), kata)
+        n = part_of(case.get("classname", ""), kata)
         counts = levels.setdefault(n, [0, 0])
         counts[1] += 1
-        if case.find("failure") is None and case.find("error") is None:
+        problem = case.find("failure")
+        if problem is None:
+            problem = case.find("error")
+        if problem is None:
             counts[0] += 1
-    return {n: (p, t) for n, (p, t) in levels.items()}
+        else:
+            why = first_line(problem.get("message") or problem.text or "")
+            failing.append((case.get("name", "?"), why))
+    return {n: (p, t) for n, (p, t) in levels.items()}, failing
 
 
 def main(argv: list[str] | None = None) -> int:

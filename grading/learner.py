@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from grading.impl import KATAS_DIR, REPO_ROOT, kata_names
+from grading.progress import record_path
 
 STATE_DIR = REPO_ROOT / ".katas"
 UNTOUCHED = "not implemented yet"  # every stub function raises with these words
@@ -81,6 +82,7 @@ def reset(kata: str, *, state_dir: Path = STATE_DIR) -> Path:
     backup.parent.mkdir(parents=True, exist_ok=True)
     backup.write_text(solution.read_text())
     solution.write_text(pristine_stub(kata))
+    record_path(kata, state_dir).unlink(missing_ok=True)  # progress starts again too
     return backup
 
 

@@ -10,6 +10,8 @@ was left alone), and turns "not implemented yet" failures into one short line ea
 from __future__ import annotations
 
 import os
+import signal
+import threading
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
@@ -23,6 +25,7 @@ use_triton_interpreter_without_gpu()
 from grading.figures import FigureLog  # noqa: E402
 from grading.guards import GuardFailure, JudgeSnapshot, guard_module  # noqa: E402
 from grading.impl import KATAS_DIR, ImplError, kata_of, load_impl  # noqa: E402
+from grading.limits import TEST_LIMIT, TestTimedOut, arm, disarm, timed_out  # noqa: E402
 from grading.rehearsal import PlannedTest, Tally, triton_launch_counters, write_plan  # noqa: E402
 from grading.source_check import check_source  # noqa: E402
 
@@ -58,6 +61,7 @@ _GUARDS = pytest.StashKey[list]()
 _SOURCE = pytest.StashKey[set]()
 _GPU_RUN = pytest.StashKey[GpuRun]()
 _PLAN = pytest.StashKey[list]()
+_TIMER = pytest.StashKey[bool]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -87,11 +91,17 @@ def pytest_configure(config: pytest.Config) -> None:
     if rehearse:
         os.environ[REHEARSAL] = "1"  # read by code with a GPU path (grading.devices.gpu_path)
     config.stash[_FIGURES] = FigureLog(rehearsal=rehearse)
+    if config.pluginmanager.hasplugin("timeout"):
+        config.pluginmanager.register(TestTimer(), "kata-test-timer")
     config.stash[_UNIMPLEMENTED] = []
     config.stash[_PLAN] = []
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("timeout", None) is None:  # every kata test gets a limit of its own
+        for item in items:
+            if item.get_closest_marker("timeout") is None and _in_a_kata(item):
+                item.add_marker(pytest.mark.timeout(TEST_LIMIT))
     if config.getoption("--rehearse"):
         others = [item for item in items if "gpu" not in item.keywords]
         if others:
@@ -212,9 +222,52 @@ def _not_implemented(exc: BaseException | None) -> NotImplementedError | None:
     return None
 
 
+def _in_a_kata(item: pytest.Item) -> bool:
+    try:
+        kata_of(item.path)
+    except ImplError:
+        return False
+    return True
+
+
+class TestTimer:
+    """pytest-timeout's clock, raising TestTimedOut (see grading/limits.py) instead of
+    pytest's failure, which Hypothesis would catch and run again."""
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_timeout_set_timer(self, item: pytest.Item, settings) -> bool | None:
+        if threading.current_thread() is not threading.main_thread():
+            return None  # pytest-timeout's own thread method
+        arm(signal.ITIMER_REAL, settings.timeout, timed_out(settings.timeout, ""))
+        item.stash[_TIMER] = True
+        return True
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_timeout_cancel_timer(self, item: pytest.Item) -> bool | None:
+        if not item.stash.get(_TIMER, False):
+            return None
+        disarm(signal.ITIMER_REAL)
+        return True
+
+
+def _timed_out(call: pytest.CallInfo) -> str | None:
+    """A test past its limit, in words a learner reads: the limit, and where the test was."""
+    if not isinstance(call.excinfo.value, TestTimedOut):
+        return None
+    machinery = ("grading/limits.py", "/_pytest/", "/pluggy/", "/hypothesis/")
+    where = [e for e in call.excinfo.traceback if not any(m in str(e.path) for m in machinery)]
+    at = f" It was at {where[-1].path}:{where[-1].lineno + 1} when stopped." if where else ""
+    return str(call.excinfo.value) + at
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
+    if report.failed and call.excinfo is not None:
+        message = _timed_out(call)
+        if message is not None:
+            report.longrepr = message
+            return report
     if report.failed and call.excinfo is not None:
         exc = _not_implemented(call.excinfo.value)
         if exc is not None:

@@ -4,7 +4,7 @@ remembered, so `nox -s progress` can say where you stand and what to do next.
 As a pytest plugin (loaded by the repository's conftest.py) it ends each kata run with lines like
 
     level 1: 5/13 passing — next: KVCache.update
-    level 2: not started
+    level 2: not run
 
 and saves the run to .katas/progress/<kata>.json. Runs with another `--impl`, and runs under CI,
 are not saved. `python -m grading.progress` prints the table of every kata.
@@ -36,6 +36,36 @@ def level_of(test_id: str, kata: str) -> int:
     return int(match.group(1)) if match else 0
 
 
+def part_of(test_id: str, kata: str) -> str:
+    """The part of a kata a test belongs to: its level ("2") from `test_<kata>_<n>_<level>.py`,
+    else the rest of its file's name ("compile" for `test_<kata>_compile.py`, "gpu")."""
+    match = re.search(rf"test_{re.escape(kata)}_(\d+)_", test_id)
+    if match:
+        return match.group(1)
+    match = re.search(rf"test_{re.escape(kata)}_([a-z]\w*?)(?:\.py|::|$)", test_id)
+    return match.group(1) if match else "other"
+
+
+def part_name(part: str) -> str:
+    """How a part is named to a person: "level 2", "compile tests"."""
+    return f"level {part}" if part.isdigit() else f"{part} tests"
+
+
+def by_part(item) -> tuple:
+    """Sort key for parts (or (part, value) pairs): levels by number, then the others."""
+    part = item[0] if isinstance(item, tuple) else item
+    return (0, int(part), "") if part.isdigit() else (1, 0, part)
+
+
+def readme_order() -> list[str]:
+    """The katas in the order the repository's README lists them (the suggested path), then
+    any it does not list."""
+    readme = REPO_ROOT / "README.md"
+    text = readme.read_text() if readme.exists() else ""
+    listed = [k for k in re.findall(r"^\| \[`(\w+)`\]", text, re.M) if k in kata_names()]
+    return listed + [k for k in kata_names() if k not in listed]
+
+
 def levels_of(kata: str) -> dict[int, str]:
     """{n: title} from the README's `### Level n: title` headings."""
     readme = KATAS_DIR / kata / "README.md"
@@ -56,7 +86,7 @@ class LevelState:
 
     def describe(self) -> str:
         if self.total == 0:
-            return "not started"
+            return "not run"  # left out of the run (-k, -x), or every test skipped
         if self.failed == 0:
             return f"passing ({self.passed}/{self.total})"
         line = f"{self.passed}/{self.total} passing"
@@ -69,15 +99,15 @@ class LevelState:
 class KataRecord:
     kata: str
     when: float = 0.0
-    levels: dict[int, LevelState] = field(default_factory=dict)
+    levels: dict[str, LevelState] = field(default_factory=dict)  # by part: "1", "compile"
 
     def to_json(self) -> dict:
         return {"kata": self.kata, "when": self.when, "levels": {
-            str(n): vars(state) for n, state in sorted(self.levels.items())}}  # fmt: skip
+            n: vars(state) for n, state in sorted(self.levels.items(), key=by_part)}}  # fmt: skip
 
     @classmethod
     def from_json(cls, data: dict) -> KataRecord:
-        levels = {int(n): LevelState(**state) for n, state in data["levels"].items()}
+        levels = {str(n): LevelState(**state) for n, state in data["levels"].items()}
         return cls(data["kata"], data["when"], levels)
 
 
@@ -115,7 +145,7 @@ class ProgressRecorder:
         except ImplError:
             return
         record = self.records.setdefault(kata, KataRecord(kata, time.time()))
-        state = record.levels.setdefault(level_of(report.nodeid, kata), LevelState())
+        state = record.levels.setdefault(part_of(report.nodeid, kata), LevelState())
         if report.passed:
             state.passed += 1
             return
@@ -130,11 +160,11 @@ class ProgressRecorder:
     def pytest_terminal_summary(self, terminalreporter) -> None:
         for kata, record in sorted(self.records.items()):
             terminalreporter.section(f"{kata}: levels")
-            titles = levels_of(kata)
-            for n in sorted(set(titles) | set(record.levels)):
+            titles = {str(n): title for n, title in levels_of(kata).items()}
+            for n in sorted(set(titles) | set(record.levels), key=by_part):
                 state = record.levels.get(n, LevelState())
                 title = f" ({titles[n]})" if n in titles else ""
-                terminalreporter.write_line(f"level {n}{title}: {state.describe()}")
+                terminalreporter.write_line(f"{part_name(n)}{title}: {state.describe()}")
             if self.save:
                 path = record_path(kata)
                 path.parent.mkdir(parents=True, exist_ok=True)
@@ -150,14 +180,14 @@ def pytest_configure(config: pytest.Config) -> None:
 def table(state_dir: Path = STATE_DIR) -> list[tuple[str, str, str]]:
     """(kata, level, state) for every level of every kata, from the last saved runs."""
     rows = []
-    for kata in kata_names():
+    for kata in readme_order():
         record = load_record(kata, state_dir)
         titles = levels_of(kata) or {1: ""}
         for n, title in sorted(titles.items()):
             if record is None:
                 state = "not started"
             else:
-                state = record.levels.get(n, LevelState()).describe()
+                state = record.levels.get(str(n), LevelState()).describe()
             rows.append((kata, f"{n}: {title}".rstrip(": "), state))
     return rows
 
@@ -165,10 +195,10 @@ def table(state_dir: Path = STATE_DIR) -> list[tuple[str, str, str]]:
 def advice(rows: list[tuple[str, str, str]]) -> str:
     """What to do next: the first level that is started but failing, else the first not started."""
     for kata, level, state in rows:
-        if not state.startswith(("passing", "not started")):
+        if not state.startswith(("passing", "not started", "not run")):
             return f"Next: keep going with {kata}, level {level} (nox -s {kata})."
     for kata, level, state in rows:
-        if state == "not started":
+        if state in ("not started", "not run"):
             return (
                 f"Next: start {kata}, level {level}: read katas/{kata}/README.md, "
                 f"then run nox -s {kata}."
@@ -192,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         print(advice(rows))
         return 0
     grid = Table("kata", "level", "state", title="Your progress (from the last run of each kata)")
-    style = {"passing": "green", "not started": "dim"}
+    style = {"passing": "green", "not started": "dim", "not run": "dim"}
     for kata, level, state in rows:
         colour = next((c for prefix, c in style.items() if state.startswith(prefix)), "red")
         grid.add_row(kata, level, f"[{colour}]{state}[/]")

@@ -8,38 +8,50 @@ context_extension kata, the quickest to run.
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
 from xml.etree import ElementTree as ET
 
 import pytest
 
-from grading.impl import KATAS_DIR, REPO_ROOT
+from grading.assignment import load as load_assignment
+from grading.assignment import score_kata
+from grading.impl import KATAS_DIR, REPO_ROOT, kata_names
 from grading.mutants import MUTANTS_DIR, mutated_source, read_adversary, read_mutant
 
 KATA = "context_extension"
 ADVERSARIAL = REPO_ROOT / "tests" / "adversarial" / "grading"
 # What each adversarial submission's zero must be explained by (any of the phrases).
-# Those that import what no solution needs are refused before they run (grading/source_check.py).
-REFUSED = "refused by the source check"
 REASONS = {
-    "hang": ("hung", "timed out"),
-    "exit_zero": ("ended early", REFUSED),
-    "segfault": ("crashed", REFUSED),
+    "hang": ("timed out in test", "stopped at the run's limit"),
+    "exit_zero": ("ended early",),
+    "segfault": ("crashed",),
     "memory": ("exhausted memory",),
-    "flood": ("flooded the output", REFUSED),
-    "delete_files": ("broke the grading rules", REFUSED),
-    "import_reference": ("broke the grading rules", REFUSED),
-    "spawn_process": ("broke the grading rules", REFUSED),
+    "flood": ("flooded the output",),
+    "delete_files": ("broke the grading rules",),
+    "import_reference": ("broke the grading rules",),
+    "spawn_process": ("broke the grading rules",),
 }
 GRADE = [sys.executable, "-m", "grading.grade"]
-OPTIONS = ["--kata", KATA, "--timeout", "40", "--examples", "3", "--jobs", "2"]
+# The run's backstop and each test's limit, in CPU seconds, set low so that the submission that
+# hangs costs little; the defaults are measured (test_a_class_with_default_limits). The static
+# source check would refuse most adversarial submissions before they run; it is off here so that
+# the sandbox's own defences are proven (test_the_source_check_refuses_before_anything_runs).
+OPTIONS = ["--kata", KATA, "--timeout", "40", "--test-cpu", "15", "--examples", "3", "--jobs", "2"]
+RUNTIME_ONLY = ["--no-source-check"]
 
 
-def grade(*args: str) -> subprocess.CompletedProcess:
+def grade(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [*GRADE, *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=900
+        [*GRADE, *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=3600, env=env
     )
 
 
@@ -60,7 +72,7 @@ def graded_class(tmp_path_factory):
         (submissions / name / f"{KATA}.py").write_text(text)
     (submissions / "absent").mkdir()  # a submission without the kata
     out = root / "out"
-    done = grade(str(submissions), "--out", str(out), "--seed", "1234", *OPTIONS)
+    done = grade(str(submissions), "--out", str(out), "--seed", "1234", *OPTIONS, *RUNTIME_ONLY)
     assert done.returncode == 0, done.stdout + done.stderr
     return submissions, out
 
@@ -91,7 +103,8 @@ def test_wrong_and_unimplemented_score_below_full(graded_class):
 
 def test_missing_kata_scores_zero_with_reason(graded_class):
     entry = report(graded_class[1], "absent")["katas"][KATA]
-    assert entry == dict(score=0.0, passed=0, failed=0, levels={}, reason="missing", tests=[])
+    assert entry["score"] == 0.0 and entry["points"] == 0.0 and entry["tests"] == []
+    assert entry["reason"] == "not submitted" and entry["levels"] == {}
 
 
 @pytest.mark.parametrize("name", sorted(REASONS))
@@ -109,18 +122,23 @@ def test_reports_have_the_pinned_shape(graded_class):
         assert key in r["environment"]
     entry = r["katas"][KATA]
     assert set(entry) >= {"score", "passed", "failed", "levels", "reason", "tests"}
-    assert all(set(v) == {"passed", "failed"} for v in entry["levels"].values())
+    assert all(set(v) >= {"passed", "failed"} for v in entry["levels"].values())
+    assert "0" not in entry["levels"]  # every test belongs to a named part
     for test in entry["tests"]:
-        assert set(test) >= {"id", "level", "status", "message", "duration_s"}
+        assert set(test) >= {"id", "level", "part", "status", "message", "duration_s"}
         assert test["status"] in ("passed", "failed", "error", "skipped")
         assert isinstance(test["level"], int) and isinstance(test["duration_s"], float)
-    suites = ET.parse(out / "wrong" / "junit.xml").getroot()
-    assert suites.tag == "testsuites" and suites.find("testsuite").get("name") == KATA
-    assert int(suites.find("testsuite").get("failures")) > 0
-    assert (out / "correct" / "summary.md").read_text().startswith("# correct: 100.0 / 100")
+    wrong = report(out, "wrong")["katas"][KATA]
+    suite = ET.parse(out / "wrong" / "junit.xml").getroot().find("testsuite")
+    assert suite.get("name") == KATA
+    failing = sum(t["status"] == "failed" for t in wrong["tests"])
+    assert failing > 0 and int(suite.get("failures")) == failing
+    assert (out / "correct" / "summary.md").read_text().startswith("# correct: 100 / 100 points")
     rows = (out / "class.csv").read_text().splitlines()
-    assert rows[0] == f"submission,score,{KATA}" and len(rows) == 1 + len(REASONS) + 4
-    assert "| correct | 100.0 |" in (out / "class.md").read_text()
+    assert rows[0] == f"submission,points (of 100),{KATA} (of 100)"
+    assert len(rows) == 1 + len(REASONS) + 4
+    table = (out / "class.md").read_text()
+    assert "| correct | 100 | 100 |" in table and "level 0" not in table
 
 
 def test_a_grade_replays_with_its_recorded_seed(graded_class, tmp_path):
@@ -151,13 +169,28 @@ def test_harness_cheats_score_zero(tmp_path):
     out = tmp_path / "out"
     done = grade(
         str(tmp_path / "class"), "--out", str(out), "--seed", "5", "--kata", "kv_cache",
-        "--timeout", "120", "--examples", "3", "--jobs", "2",
+        "--timeout", "120", "--test-cpu", "60", "--examples", "3", "--jobs", "2", *RUNTIME_ONLY,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     for cheat in cheats:
         entry = report(out, cheat.path.stem)["katas"]["kv_cache"]
         assert entry["score"] == 0.0, f"{cheat.path.stem} scored {entry['score']}"
-        assert entry["reason"].startswith(("broke a rule the harness checks", REFUSED)), entry
+        assert entry["reason"].startswith("broke a rule the harness checks"), entry["reason"]
+
+
+def test_the_source_check_refuses_before_anything_runs(tmp_path):
+    """Without --no-source-check, a submission that imports what no solution needs is refused
+    with the line that does it, and nothing of it runs."""
+    folder = tmp_path / "class" / "spawn_process"
+    folder.mkdir(parents=True)
+    (folder / f"{KATA}.py").write_text((ADVERSARIAL / "spawn_process.py").read_text())
+    out = tmp_path / "out"
+    done = grade(str(tmp_path / "class"), "--out", str(out), "--seed", "3", *OPTIONS)
+    assert done.returncode == 0, done.stdout + done.stderr
+    entry = report(out, "spawn_process")["katas"][KATA]
+    assert entry["score"] == 0.0 and entry["tests"] == []
+    assert entry["reason"].startswith("refused by the source check"), entry["reason"]
+    assert f"{KATA}.py:" in entry["reason"], entry["reason"]
 
 
 def test_a_single_file_needs_its_kata(tmp_path):
@@ -186,3 +219,242 @@ def test_a_submission_runs_on_its_own_parts(tmp_path):
     assert (box / "katas" / "kv_cache" / "solution.py").read_text() == (
         KATAS_DIR / "kv_cache" / "solution.py"
     ).read_text()
+
+
+# ----------------------------------------------------------------------------------------------
+# A homework of one kata, graded with the default limits on a machine another job keeps busy.
+
+SPEC = "speculative_decoding"
+LOOP = (
+    "    stats = SpecStats()\n    n = T\n",
+    "    stats = SpecStats()\n    while True:  # never returns\n        pass\n",
+)
+
+
+def burn(seconds: float) -> None:
+    """Another job on the machine: a process that keeps one core busy."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+
+
+@pytest.fixture(scope="module")
+def homework(tmp_path_factory):
+    """A correct, a subtly wrong, an untouched and a looping speculative_decoding, graded with
+    `--kata speculative_decoding` and the default limits (measured on this machine, in a fresh
+    cache) while two other processes keep both cores busy; Gradescope's file too."""
+    root = tmp_path_factory.mktemp("homework")
+    reference = (REPO_ROOT / "reference" / f"{SPEC}.py").read_text()
+    assert LOOP[0] in reference
+    files = {
+        "correct": reference,
+        "subtle": mutated_source(read_mutant(MUTANTS_DIR / SPEC / "resample_from_p.py")),
+        "stub": (KATAS_DIR / SPEC / "solution.py").read_text(),
+        "loops": reference.replace(*LOOP),
+    }
+    for name, text in files.items():
+        (root / "class" / name).mkdir(parents=True)
+        (root / "class" / name / f"{SPEC}.py").write_text(text)
+    env = {**os.environ, "XDG_CACHE_HOME": str(root / "cache")}
+    load = multiprocessing.get_context("spawn")
+    others = [load.Process(target=burn, args=(900,), daemon=True) for _ in range(2)]
+    for other in others:
+        other.start()
+    try:
+        done = grade(
+            str(root / "class"), "--out", str(root / "out"), "--kata", SPEC, "--examples", "3",
+            "--jobs", "2", "--format", "gradescope", env=env,
+        )  # fmt: skip
+    finally:
+        for other in others:
+            other.kill()
+    assert done.returncode == 0, done.stdout + done.stderr
+    return root / "out", done.stdout
+
+
+@pytest.mark.slow
+def test_a_class_with_default_limits(homework):
+    out, printed = homework
+    assert "measuring the references once" in printed and "per test" in printed
+    scores = {n: report(out, n)["score"] for n in ("correct", "subtle", "stub", "loops")}
+    assert scores["correct"] == 1.0, report(out, "correct")["katas"][SPEC]["reason"]
+    subtle = report(out, "subtle")["katas"][SPEC]
+    assert 0 < subtle["score"] < 1 and subtle["reason"] is None
+    named = (out / "subtle" / "summary.md").read_text()
+    assert "test_accept_reject_output_has_the_exact_distribution" in named
+    assert "### level 1" in named  # the failing test under its level, with its full message
+    stub = report(out, "stub")["katas"][SPEC]
+    assert stub["score"] == 0 and all(
+        "not implemented yet" in t["message"] for t in stub["tests"] if t["status"] == "failed"
+    )
+    loops = report(out, "loops")["katas"][SPEC]
+    assert loops["reason"].startswith("timed out in test katas/speculative_decoding/"), loops
+    hung = [t for t in loops["tests"] if "did not finish within" in t["message"]]
+    assert hung and all("_4_lookup" in t["id"] for t in hung)
+    assert loops["levels"]["1"]["failed"] == 0 and loops["levels"]["1"]["passed"] > 0
+    assert 0 < loops["score"] < 1  # the other levels' tests count
+    assert "level 0" not in (out / "class.md").read_text()
+
+
+@pytest.mark.slow
+def test_gradescope_results_have_the_documented_fields(homework):
+    out, _ = homework
+    for name in ("correct", "subtle", "stub", "loops"):
+        results = json.loads((out / name / "results.json").read_text())
+        assert isinstance(results["score"], float) and results["tests"]
+        for test in results["tests"]:
+            assert set(test) >= {"name", "score", "max_score", "output", "visibility"}
+            assert 0 <= test["score"] <= test["max_score"] + 1e-9
+            assert test["visibility"] in ("hidden", "after_due_date", "after_published", "visible")
+        total = sum(t["score"] for t in results["tests"])
+        assert abs(total - results["score"]) < 1e-3, (name, total, results["score"])
+        assert abs(results["score"] - report(out, name)["points"]) < 1e-3
+    assert json.loads((out / "correct" / "results.json").read_text())["score"] == 100
+
+
+@pytest.mark.slow
+def test_every_reference_scores_full_marks(tmp_path):
+    """Each kata's reference, graded as one submission with the same sandbox and rules as any
+    other (FlashAttention's kernels compiled ahead of time included), scores full marks."""
+    student = tmp_path / "references"
+    student.mkdir()
+    for kata in kata_names():
+        shutil.copy(REPO_ROOT / "reference" / f"{kata}.py", student / f"{kata}.py")
+    done = grade(
+        str(student), "--out", str(tmp_path / "out"), "--examples", "3", "--jobs", "2",
+        "--timeout", "3000", "--test-cpu", "600",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    graded = report(tmp_path / "out", "references")
+    low = {k: (e["score"], e["reason"]) for k, e in graded["katas"].items() if e["score"] < 1}
+    assert not low, low
+    assert graded["points"] == 100
+
+
+# ----------------------------------------------------------------------------------------------
+# Quick checks of the parts, without a graded run.
+
+
+def test_an_assignment_scores_by_levels(tmp_path):
+    path = tmp_path / "homework.toml"
+    path.write_text(
+        "[katas.kv_cache]\npoints = 30\nlevels = [1, 2]\nweights = { 2 = 3 }\n"
+        "[katas.moe]\npoints = 10\nall_or_nothing = true\n"
+    )
+    plan = load_assignment(path)
+    assert plan.total == 40 and "all or nothing" in plan.rule()
+    tests = [
+        {"part": "1", "status": "passed"},
+        {"part": "1", "status": "failed"},
+        {"part": "2", "status": "passed"},
+        {"part": "3", "status": "failed"},  # not assigned
+        {"part": "gpu", "status": "skipped"},  # not measured here
+    ]
+    score, parts = score_kata(tests, plan.katas["kv_cache"], zeroed=False)
+    assert score == (1 * 0.5 + 3 * 1.0) / 4 and list(parts) == ["1", "2"]
+    score, parts = score_kata(tests, plan.katas["moe"], zeroed=False)
+    assert score == 1 / 3 and parts["gpu"]["score"] is None  # all or nothing: only 2 passes
+    (tmp_path / "bad.toml").write_text("[katas.nope]\n")
+    with pytest.raises(SystemExit, match="no kata named 'nope'"):
+        load_assignment(tmp_path / "bad.toml")
+
+
+def test_help_shows_every_default():
+    done = grade("--help")
+    for option in ("--kata", "--timeout", "--test-limit", "--test-cpu", "--examples", "--jobs"):
+        assert option in done.stdout
+    text = " ".join(done.stdout.split())
+    assert "(default: 1800)" in text and "(default: local)" in text
+    assert "(default: None)" not in text
+
+
+def test_a_hanging_test_fails_alone_saying_it_did_not_finish():
+    """Every kata run gives each test a limit (here 10 s): the test that hangs fails with a
+    message saying so, and the run goes on to the next test."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", f"katas/{KATA}", "--impl",
+         str(ADVERSARIAL / "hang.py"), "--timeout", "10", "-q", "-p", "no:cacheprovider",
+         "--maxfail", "2"],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert "did not finish within 10 s" in done.stdout, done.stdout[-3000:]
+    assert "2 errors" in done.stdout or "2 failed" in done.stdout, done.stdout[-2000:]
+
+
+# ----------------------------------------------------------------------------------------------
+# The Ray backend, on a local Ray instance, with a few tests of one kata.
+
+
+def _task(name: str, file: Path) -> tuple[tuple, dict]:
+    options = dict(
+        kata=KATA, file=str(file), parts={}, seed=3, cpu_limit=300.0, test_limit=120.0,
+        test_cpu=60.0, examples=2, select="test_rope_cos_sin or test_bad_rope",
+    )  # fmt: skip
+    return (name, KATA), options
+
+
+def _kill_one_grading_worker(under: Path, done: threading.Event) -> None:
+    """Kill (once) the Ray worker whose sandboxed test process runs in `under`."""
+    while not done.is_set():
+        for proc in Path("/proc").glob("[0-9]*"):
+            try:
+                cwd = Path(os.readlink(proc / "cwd"))
+                parent = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError):
+                continue
+            if cwd.is_relative_to(under) and (proc / "cmdline").read_bytes().find(b"pytest") > 0:
+                os.kill(parent, signal.SIGKILL)
+                return
+        time.sleep(0.2)
+
+
+@pytest.mark.slow
+def test_ray_backend_grades_like_the_local_one_and_survives_a_lost_worker(tmp_path, monkeypatch):
+    ray = pytest.importorskip("ray")
+    from grading.backends import LocalBackend, RayBackend
+
+    stub = KATAS_DIR / KATA / "solution.py"
+    tasks = [_task("correct", REPO_ROOT / "reference" / f"{KATA}.py"), _task("stub", stub)]
+    local = dict(LocalBackend(2)(tasks, "local"))
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    monkeypatch.setenv("TMPDIR", str(runs))  # the Ray workers' sandboxes, to find one
+    monkeypatch.setenv("RAY_TMPDIR", tempfile.mkdtemp(prefix="ray-", dir="/tmp"))  # short paths
+    ray.init(num_cpus=2, include_dashboard=False)
+    done = threading.Event()
+    killer = threading.Thread(target=_kill_one_grading_worker, args=(runs, done), daemon=True)
+    try:
+        killer.start()
+        remote = dict(RayBackend()(tasks, "ray"))
+    finally:
+        done.set()
+        ray.shutdown()
+    for key, run in local.items():
+        statuses = [(t["id"], t["status"]) for t in run["tests"]]
+        assert [(t["id"], t["status"]) for t in remote[key]["tests"]] == statuses
+        assert remote[key]["reason"] == run["reason"]
+    assert any(t["status"] == "passed" for t in remote[("correct", KATA)]["tests"])
+    assert sorted(run["attempts"] for run in remote.values()) == [1, 2]  # one worker was lost
+
+
+def test_a_stopped_run_keeps_the_tests_that_finished(tmp_path):
+    """Results are written test by test: a run stopped at its backstop during its second test
+    keeps the first, and says which test ran and how many were not reached."""
+    from grading.sandbox import KataRun, _explain, _read_results
+
+    ids = [f"katas/{KATA}/test_{KATA}_1_rope.py::test_{n}" for n in ("a", "b", "c")]
+    records = [{"kind": "collected", "id": i} for i in ids] + [
+        {"kind": "started", "id": ids[0]},
+        {"kind": "test", "id": ids[0], "status": "passed", "message": "", "duration_s": 1.0},
+        {"kind": "started", "id": ids[1]},
+    ]
+    results = tmp_path / "results.jsonl"
+    results.write_text("".join(json.dumps(r) + "\n" for r in records))
+    run = KataRun(KATA)
+    finished, violations = _read_results(run, results)
+    _explain(run, None, 0, finished, violations, stopped=True, cpu_limit=40)
+    assert [t["status"] for t in run.tests] == ["passed", "error", "error"]
+    assert not run.zeroed
+    assert (
+        run.reason == f"stopped at the run's limit (40 CPU s) during {ids[1]}, 1 test not reached"
+    )

@@ -47,9 +47,14 @@ def test_progress_follows_the_learners_runs(scratch):
     before = run(scratch, "-m", "grading.progress")
     assert before.returncode == 0, before.stderr
     assert KATA in before.stdout and "not started" in before.stdout
-    stub_run = run(scratch, "-m", "pytest", f"katas/{KATA}", "-q", "-p", "no:cacheprovider")
+    assert "start kv_cache" in before.stdout  # the README's first kata, not the alphabet's
+    stub_run = run(
+        scratch, "-m", "pytest", f"katas/{KATA}", "-q", "-p", "no:cacheprovider",
+        "-k", "not experiment",
+    )  # fmt: skip
     assert stub_run.returncode == 1
     assert "passing — next:" in stub_run.stdout, stub_run.stdout[-2000:]  # summary in levels
+    assert "level 4 (the experiment): not run" in stub_run.stdout  # left out by -k
     during = run(scratch, "-m", "grading.progress")
     assert "passing — next:" in during.stdout and f"keep going with {KATA}" in during.stdout
     shutil.copy(scratch / "reference" / f"{KATA}.py", scratch / "katas" / KATA / "solution.py")
@@ -58,6 +63,10 @@ def test_progress_follows_the_learners_runs(scratch):
     after = run(scratch, "-m", "grading.progress")
     rows = [line for line in after.stdout.splitlines() if KATA in line]
     assert rows and all("passing (" in row for row in rows), after.stdout
+    assert run(scratch, "-m", "grading.learner", "reset", KATA).returncode == 0
+    forgotten = run(scratch, "-m", "grading.progress")
+    rows = [line for line in forgotten.stdout.splitlines() if KATA in line]
+    assert rows and all("not started" in row for row in rows), forgotten.stdout
 
 
 def test_hints_come_one_rung_at_a_time(scratch):
@@ -148,6 +157,10 @@ def test_interview_scripted(tmp_path):
     assert prompts[0].startswith("[45:00 left]") and prompts[1].startswith("[40:00 left]")
     assert interview.checks == 2
     assert "| 1 | passed | 20.0 min |" in report, report
+    text = "\n".join(said)
+    assert str(workspace / "solution.py") in text  # the task names the file to edit
+    assert f"katas/{KATA}/solution.py" not in text
+    assert "FAILED test_" in text and "not implemented yet" in text  # the stub's check
     assert (REPO_ROOT / "katas" / KATA / "solution.py").read_text() != (
         workspace / "solution.py"
     ).read_text()  # the learner's own file was never touched
