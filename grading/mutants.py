@@ -218,7 +218,8 @@ def test_ids(kata: str, names: tuple[str, ...]) -> list[str]:
 
 def judge(mutant: Mutant, workdir: Path, *extra: str, timeout: float = 600) -> Verdict:
     """Run the tests named in CAUGHT_BY against the mutant, in a fresh pytest process, stopping at
-    the first failure (each selected test is one written to catch it)."""
+    the first failure (each selected test is one written to catch it). GPU tests are rehearsed
+    on the CPU (`--rehearse`): a bug on a GPU-only path is caught before any GPU runs it."""
     import os
     import subprocess
     import sys
@@ -229,6 +230,8 @@ def judge(mutant: Mutant, workdir: Path, *extra: str, timeout: float = 600) -> V
     selected = test_ids(mutant.kata, mutant.caught_by)
     if len(selected) < len(mutant.caught_by):  # a name no test has: let pytest say so
         selected = [f"katas/{mutant.kata}", "-k", " or ".join(mutant.caught_by)]
+    elif all("_gpu.py::" in test for test in selected):  # rehearsed on the CPU
+        selected = [*selected, "-x", "--rehearse"]
     else:
         selected = [*selected, "-x"]
     command = [
