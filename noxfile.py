@@ -166,3 +166,43 @@ def kernel_report(session: nox.Session) -> None:
 def gpu_check(session: nox.Session) -> None:
     """GPU tests and benchmarks, figures to gpu-results/ (needs CUDA; see README)."""
     session.run(shared_python(session), "-m", "grading.gpu_check", *session.posargs, external=True)
+
+
+@nox.session(default=False)
+def rehearse(session: nox.Session) -> None:
+    """Every GPU test on the CPU at small sizes (speed not judged); writes the GPU check's plan."""
+    pytest(
+        session, "katas", "-m", "gpu", "--rehearse", "--impl", "reference",
+        "--plan", "results/gpu_plan.json",
+    )  # fmt: skip
+
+
+# The versions a borrowed GPU machine is likely to have (KATAS_COMPAT_TORCH / _TRITON change them).
+COMPAT_TORCH = os.environ.get("KATAS_COMPAT_TORCH", "torch==2.11.0")
+COMPAT_TRITON = os.environ.get("KATAS_COMPAT_TRITON", "triton==3.6.0")
+COMPAT_ENV = Path(os.environ.get("KATAS_COMPAT_ENV", ROOT / ".nox" / "compat"))
+
+
+@nox.session(default=False)
+def compat(session: nox.Session) -> None:
+    """The GPU machine's versions (torch 2.11, triton 3.6): imports, AOT checks, kernel_report,
+    and the rehearsal where that Triton's interpreter runs it (results in results/compat.md)."""
+    python = COMPAT_ENV / "bin" / "python"
+    if not python.exists():
+        session.run(sys.executable, "-m", "venv", str(COMPAT_ENV), external=True)
+    session.run(
+        str(python), "-m", "pip", "install", COMPAT_TORCH, COMPAT_TRITON, "numpy", "pytest",
+        "hypothesis", "pytest-xdist", "pytest-timeout", external=True,
+    )  # fmt: skip
+    imports = "import grading.plugin, grading.gpu_check, katas.serving.benchmark, reference.serving"
+    session.run(str(python), "-c", imports, external=True)
+    session.run(str(python), "-m", "grading.gpu_check", "--plan", external=True)
+    session.run(
+        str(python), "-m", "pytest", "katas/flash_attention/test_flash_attention_compile.py",
+        "--impl", "reference", "-q", "-p", "no:cacheprovider", external=True,
+    )  # fmt: skip
+    session.run(str(python), "-m", "grading.kernel_report", "flash_attention", external=True)
+    session.run(
+        str(python), "-m", "pytest", "katas", "-m", "gpu", "--rehearse", "--impl", "reference",
+        "-q", "-p", "no:cacheprovider", *session.posargs, external=True,
+    )  # fmt: skip

@@ -96,7 +96,7 @@ class GpuRun:
         return cls(torch.device("cpu") if rehearse else torch.device("cuda"), rehearse)
 
     def size(self, real, rehearsed):
-        if self.rehearsal:
+        if self.rehearsal and isinstance(real, (int, float)):  # None: the real run's default
             self.work.size_scale = max(self.work.size_scale, real / rehearsed)
         return rehearsed if self.rehearsal else real
 

@@ -222,6 +222,8 @@ def _pytest_args(mutant: Mutant, impl: Path, junit: Path, extra: tuple[str, ...]
     selected = test_ids(mutant.kata, mutant.caught_by)
     if len(selected) < len(mutant.caught_by):  # a name no test has: let pytest say so
         selected = [f"katas/{mutant.kata}", "-k", " or ".join(mutant.caught_by)]
+    elif all("_gpu.py::" in test for test in selected):  # rehearsed on the CPU
+        selected = [*selected, "-x", "--rehearse"]
     else:
         selected = [*selected, "-x"]
     return [
@@ -247,7 +249,8 @@ def limit_cpu(seconds: float) -> None:
 
 def judge(mutant: Mutant, workdir: Path, *extra: str, timeout: float = 600) -> Verdict:
     """Run the tests named in CAUGHT_BY against the mutant, in a fresh pytest process, for at most
-    `timeout` CPU seconds."""
+    `timeout` CPU seconds. GPU tests are rehearsed on the CPU (`--rehearse`): a bug on a GPU-only
+    path is caught before any GPU runs it."""
     import os
     import subprocess
     import sys

@@ -82,7 +82,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "targets listed as rehearsed, not measured",
     )
     group.addoption(
-        "--plan", default=None, help="with --rehearse: write the GPU check's plan to this file"
+        "--plan",
+        default=None,
+        help="with --rehearse (and without -n): write the GPU check's plan to this file",
     )
 
 
@@ -103,10 +105,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if item.get_closest_marker("timeout") is None and _in_a_kata(item):
                 item.add_marker(pytest.mark.timeout(TEST_LIMIT))
     if config.getoption("--rehearse"):
-        others = [item for item in items if "gpu" not in item.keywords]
+        others = [item for item in items if item.get_closest_marker("gpu") is None]
         if others:
             config.hook.pytest_deselected(items=others)
-            items[:] = [item for item in items if "gpu" in item.keywords]
+            items[:] = [item for item in items if item.get_closest_marker("gpu")]
         return
     if has_cuda():
         return
@@ -115,7 +117,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         "`python3 -m grading.gpu_check` (`--rehearse` runs it here, on the CPU)"
     )
     for item in items:
-        if "gpu" in item.keywords:
+        if item.get_closest_marker("gpu"):
             item.add_marker(skip)
 
 
@@ -313,7 +315,7 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
         for line in log.rehearsed:
             terminalreporter.write_line(line)
     plan = config.getoption("--plan")
-    if plan and config.stash[_PLAN]:
+    if plan and config.stash[_PLAN] and not hasattr(config, "workerinput"):  # not under -n
         write_plan(config.stash[_PLAN], plan)
         terminalreporter.write_line(f"GPU check plan written to {plan}")
     path = config.getoption("--figures")

@@ -13,7 +13,8 @@ The estimate is deliberately simple (an order of magnitude, erring long):
 - FLOPs at H200_FLOPS and bytes at H200_BYTES_PER_S, both scaled from the rehearsal's sizes to
   the real ones by the square of the largest size ratio the test asked for;
 - launches scaled by the largest count ratio (more requests, more tokens: more steps);
-- each distinct Triton kernel compiles once (COMPILE_S), each benchmark spends what it asks for
+- each distinct Triton kernel (name, dtypes, constants) compiles once per process (COMPILE_S);
+  each benchmark spends what it asks for
   (`warmup` + `rep` milliseconds of `triton.testing.do_bench`).
 """
 
@@ -47,16 +48,20 @@ class Work:
     size_scale: float = 1.0  # real sizes / rehearsed sizes, the largest ratio
     count_scale: float = 1.0  # real counts (requests, tokens, repeats) / rehearsed ones
 
-    def estimate_seconds(self) -> float:
-        """A rough time for the real test on an H200 (see the module's docstring)."""
+    def estimate_seconds(self, compiled: set[str] | None = None) -> float:
+        """A rough time for the real test on an H200 (see the module's docstring), in a process
+        that has compiled the kernels in `compiled` already (this test's are added to it)."""
         area = self.size_scale**2
         launches = (self.ops + self.triton_launches) * self.count_scale
+        new_kernels = set(self.kernels) - (compiled or set())
+        if compiled is not None:
+            compiled |= new_kernels
         return (
             MIN_TEST_S
             + launches * LAUNCH_S
             + self.flops * area * self.count_scale / H200_FLOPS
             + self.bytes * area * self.count_scale / H200_BYTES_PER_S
-            + len(self.kernels) * COMPILE_S
+            + len(new_kernels) * COMPILE_S
             + self.bench_ms / 1e3
         )
 
@@ -91,6 +96,13 @@ class Tally(TorchDispatchMode):
         return out
 
 
+def kernel_key(name: str, args: tuple, kwargs: dict) -> str:
+    """What Triton compiles one binary for: the kernel, its tensors' dtypes, its constants."""
+    dtypes = ",".join(str(a.dtype).removeprefix("torch.") for a in args if hasattr(a, "dtype"))
+    constants = ",".join(f"{k}={v}" for k, v in sorted(kwargs.items()))
+    return f"{name}({dtypes}; {constants})"
+
+
 def triton_launch_counters(work: Work) -> list:
     """(class, replacements) that count Triton launches into `work`, compiled or interpreted."""
     try:
@@ -102,9 +114,9 @@ def triton_launch_counters(work: Work) -> list:
         def counted_run(self, *args, grid, warmup, **kwargs):
             if not warmup:
                 work.triton_launches += 1
-                name = getattr(self.fn, "__name__", "kernel")
-                if name not in work.kernels:
-                    work.kernels.append(name)
+                key = kernel_key(getattr(self.fn, "__name__", "kernel"), args, kwargs)
+                if key not in work.kernels:
+                    work.kernels.append(key)
             return run(self, *args, grid=grid, warmup=warmup, **kwargs)
 
         return counted_run

@@ -57,7 +57,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from torch import nn
+import torch._dynamo  # noqa: F401 - FlopCounterMode imports it on first use, and it replaces
+from torch import nn  # torch functions (torch.manual_seed): imported here, before any test runs
 from torch.utils.flop_counter import FlopCounterMode
 
 from grading.devices import has_cuda, synchronize
@@ -166,10 +167,17 @@ def server(impl, variant: Variant, target: nn.Module, draft: nn.Module | None, k
 
 
 def shipped(
-    device: str | torch.device, n_requests: int, impl, large: bool | None = None
+    device: str | torch.device,
+    n_requests: int,
+    impl,
+    large: bool | None = None,
+    scale: float | None = None,
+    **overrides,
 ) -> tuple[TinyLlama, TinyLlama, list]:
     """The model, its draft and the workload (as `impl.Request`s) on `device`: the GPU's
-    (`large`, by default on any device but the CPU) or the CPU's."""
+    (`large`, by default on any device but the CPU) or the CPU's; `scale` replaces the
+    workload's (its lengths as a fraction of ShareGPT's), `overrides` parts of the model's
+    configuration."""
     if large is None:
         large = torch.device(device).type != "cpu"
     config, dtype, load = (
@@ -177,13 +185,14 @@ def shipped(
         if large
         else (CPU_MODEL, torch.float32, CPU_WORKLOAD)
     )
+    config = {**config, **overrides}
     model = make_model(SEED, dtype, **config).to(device)
     specs = poisson_workload(
         n_requests,
         seed=SEED,
         vocab_size=config["vocab_size"],
         max_seq_len=config["max_seq_len"],
-        **load,
+        **{**load, **({} if scale is None else {"scale": scale})},
     )
     requests = [impl.Request(s.id, s.prompt, s.max_new_tokens, s.arrival) for s in specs]
     return model, early_exit_draft(model, DRAFT_LAYERS), requests

@@ -52,10 +52,11 @@ def unguarded(fn):
 
 @pytest.mark.headline
 def test_serving_tokens_per_second_on_the_gpu(impl, figures, gpu):
-    alone = gpu.count(ALONE, 2)
+    alone = gpu.count(ALONE, 1)
     model, draft, requests = shipped(
-        gpu.device, gpu.count(REQUESTS, 4), impl, large=not gpu.rehearsal
-    )
+        gpu.device, gpu.count(REQUESTS, 3), impl, large=not gpu.rehearsal,
+        scale=gpu.size(None, 0.02), **({"n_heads": 4, "n_kv_heads": 2} if gpu.rehearsal else {}),
+    )  # fmt: skip
     timed = SimpleNamespace(serve=unguarded(impl.serve))  # the guarded serve is counted once
     rate, tokens = {}, {}
     for variant in VARIANTS:
