@@ -84,9 +84,9 @@ def test_a_request_may_fill_the_whole_context(impl):
 
 
 def test_a_preempted_request_rejoins_with_every_token_it_had(impl):
-    """3 requests of 4 + 12 tokens cannot all grow in 6 blocks of 4. A request that is
-    preempted feeds its prompt and every token it had generated when it rejoins: no token is
-    decoded twice, so the calls hold one row per new token."""
+    """3 requests of 4 + 12 tokens cannot all grow in 6 blocks of 4. A request is preempted only
+    when the blocks run out, and feeds its prompt and every token it had generated when it
+    rejoins: no token is decoded twice, so the calls hold one row per new token."""
     specs = [WorkloadRequest(i + 1, [10 + i, 3, 3, 3], 12, 0) for i in range(3)]
     out, log = run(
         impl.serve, target(), as_requests(impl, specs), max_batch_size=3, kv_blocks=6,
@@ -94,6 +94,7 @@ def test_a_preempted_request_rejoins_with_every_token_it_had(impl):
     )  # fmt: skip
     check_completions(out, specs)
     check_memory(log, 3, 6, 4)
+    check_preempts_only_without_blocks(log, specs, None, 1, 6, 4)
     had = {s.id: -1 for s in specs}  # tokens generated at its last admission
     for c, call in enumerate(log):  # all arrive at 0 and nobody idles: call c is step c
         for row in (row for row in call.rows if row.start == 0):  # an admission

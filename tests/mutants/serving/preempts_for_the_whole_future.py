@@ -1,0 +1,16 @@
+"""Bug: a running request preempts others until the blocks of its whole future are free.
+
+Making sure the oldest request can always finish sounds prudent, but growth must ask only for
+the blocks its next call writes: this engine preempts requests while the blocks every running
+request's next step needs are free, and they recompute for nothing.
+"""
+
+CAUGHT_BY = ["test_a_preempted_request_rejoins_with_every_token_it_had"]
+EDITS = [
+    (
+        "            while seq in running and engine.needs(seq) > len(engine.free):\n",
+        "            future = len(seq.request.prompt) + seq.request.max_new_tokens - 1\n"
+        "            future = math.ceil(future / engine.block_size) - len(seq.blocks)\n"
+        "            while seq in running and max(future, engine.needs(seq)) > len(engine.free):\n",
+    ),
+]
