@@ -343,6 +343,16 @@ def _functions(value: Any) -> list:
     return []
 
 
+# What the judge's own machinery changes while it works: Hypothesis's example database, opened
+# lazily, and PyTorch's module-level flags (`_is_in_torch_dispatch_mode`, ...) that say a dispatch
+# mode, a counter of the judge's, is active. No judging module has a flag of its own.
+_VOLATILE = frozenset({"_cached_database"})
+
+
+def _volatile(key: str, before: Any) -> bool:
+    return key in _VOLATILE or isinstance(before, bool)
+
+
 class JudgeSnapshot:
     """Every attribute of the judging modules (and of the classes they define), by identity; the
     code, defaults and closures of every function among them; the counters' operator table; and
@@ -407,7 +417,7 @@ class JudgeSnapshot:
             found = [
                 f"{where}.{key}" + (" (removed)" if key not in namespace else "")
                 for key, before in copy.items()
-                if namespace.get(key, _MISSING) is not before and key != "_cached_database"
+                if namespace.get(key, _MISSING) is not before and not _volatile(key, before)
             ]
             if is_class:
                 found += [f"{where}.{key} (added)" for key in namespace if key not in copy]

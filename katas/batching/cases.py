@@ -107,6 +107,8 @@ def check_completions(completions, specs: list[WorkloadRequest]) -> None:
 REQUEST_ERROR_NAMES = {
     "empty prompt": "prompt",
     "token outside the vocabulary": "prompt|vocab_size",
+    "a bool token": "prompt",
+    "a float token": "prompt",
     "max_new_tokens below 1": "max_new_tokens",
     "negative arrival": "arrival",
     "longer than the model allows": "max_seq_len",
