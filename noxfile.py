@@ -201,7 +201,15 @@ def compat(session: nox.Session) -> None:
         str(python), "-m", "pytest", "katas/flash_attention/test_flash_attention_compile.py",
         "--impl", "reference", "-q", "-p", "no:cacheprovider", external=True,
     )  # fmt: skip
-    session.run(str(python), "-m", "grading.kernel_report", "flash_attention", external=True)
+    session.run(
+        str(python),
+        "-m",
+        "grading.kernel_report",
+        "flash_attention",
+        "--impl",
+        "reference",
+        external=True,
+    )
     session.run(
         str(python), "-m", "pytest", "katas", "-m", "gpu", "--rehearse", "--impl", "reference",
         "-q", "-p", "no:cacheprovider", *session.posargs, external=True,

@@ -67,6 +67,20 @@ def triton_interpreted() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"
 
 
+def interpreter_limit() -> str | None:
+    """Why this Triton's interpreter cannot run the katas' kernels, or None when it can: before
+    Triton 3.7 it cannot read a loop bound known only at run time beside NumPy 2."""
+    import triton
+
+    major, minor = (int(part) for part in triton.__version__.split(".")[:2])
+    if triton_interpreted() and (major, minor) < (3, 7):
+        return (
+            f"Triton {triton.__version__}'s interpreter cannot run these kernels (run-time loop "
+            "bounds); rehearsing them needs Triton 3.7 or later"
+        )
+    return None
+
+
 def float_dtypes(*, triton: bool = False) -> list[torch.dtype]:
     """Floating dtypes a kata should support here. Triton's interpreter has no bfloat16."""
     dtypes = [torch.float32, torch.float16]

@@ -28,9 +28,8 @@ from pathlib import Path
 
 from grading.figures import markdown_table
 from grading.impl import REPO_ROOT
-from grading.rehearsal import PlannedTest, read_plan
+from grading.rehearsal import PLAN, PlannedTest, read_plan
 
-PLAN = REPO_ROOT / "results" / "gpu_plan.json"
 BUDGET_S = 420  # a 10-minute loan, less the machine's start and the copies
 KINDS = ("correctness", "headline", "sweep")
 START_S = 10.0  # one pytest process: Python, PyTorch, CUDA's context, collection

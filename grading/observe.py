@@ -464,10 +464,10 @@ def _triton_patches(seen: Observation, counters: _Counters) -> list:
         launch = Launch(getattr(self.fn, "__name__", "kernel"), (0, 0, 0))
         seen.launches.append(launch)
 
-        def counted_load(ptrs, mask, other, cache_policy, is_volatile):
+        def counted_load(ptrs, mask, *rest):  # rest: cache and eviction hints, by version
             launch.grid = builder.grid_dim
             launch.loads[builder.grid_idx] += int(mask.data.sum())
-            return load(builder, ptrs, mask, other, cache_policy, is_volatile)
+            return load(builder, ptrs, mask, *rest)
 
         counters.paused += 1
         builder.create_masked_load = counted_load

@@ -17,7 +17,13 @@ import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
-from grading.devices import REHEARSAL, GpuRun, has_cuda, use_triton_interpreter_without_gpu
+from grading.devices import (
+    REHEARSAL,
+    GpuRun,
+    has_cuda,
+    interpreter_limit,
+    use_triton_interpreter_without_gpu,
+)
 
 # Before anything imports Triton (torch.utils.flop_counter does, under the guards).
 use_triton_interpreter_without_gpu()
@@ -26,7 +32,14 @@ from grading.figures import FigureLog  # noqa: E402
 from grading.guards import GuardFailure, JudgeSnapshot, guard_module  # noqa: E402
 from grading.impl import KATAS_DIR, ImplError, kata_of, load_impl  # noqa: E402
 from grading.limits import TEST_LIMIT, TestTimedOut, arm, disarm, timed_out  # noqa: E402
-from grading.rehearsal import PlannedTest, Tally, triton_launch_counters, write_plan  # noqa: E402
+from grading.rehearsal import (  # noqa: E402
+    PLAN,
+    PlannedTest,
+    Tally,
+    read_plan,
+    triton_launch_counters,
+    write_plan,
+)
 from grading.source_check import check_source  # noqa: E402
 
 # dev: the learner's inner loop, derandomised: unchanged code gets the same examples and so the
@@ -109,6 +122,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if others:
             config.hook.pytest_deselected(items=others)
             items[:] = [item for item in items if item.get_closest_marker("gpu")]
+        limit = interpreter_limit()
+        if limit:  # the tests the plan saw launch a Triton kernel cannot be rehearsed here
+            launching = {t.id for t in read_plan(PLAN) if t.work.kernels}
+            for item in items:
+                if item.nodeid in launching:
+                    item.add_marker(pytest.mark.skip(reason=limit))
         return
     if has_cuda():
         return

@@ -28,6 +28,9 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+from grading.impl import REPO_ROOT
+
+PLAN = REPO_ROOT / "results" / "gpu_plan.json"  # written by `nox -s rehearse`
 H200_BYTES_PER_S = 4.8e12  # HBM3e bandwidth
 H200_FLOPS = 990e12  # dense bfloat16 tensor-core FLOP/s
 LAUNCH_S = 8e-6  # one eager operator or kernel launch, host side
