@@ -17,12 +17,12 @@ from pathlib import Path
 
 # Modules a solution may import, with their submodules. The repository's own packages are there
 # for the parts a kata builds on: `katas.<kata>.solution`, `reference.<kata>`, and the harness's
-# shared pieces (the model, the naive server) the READMEs point to.
+# shared pieces (the model, the naive server, where code runs) the READMEs point to.
 ALLOWED_IMPORTS = frozenset(
     {
         "__future__", "abc", "bisect", "collections", "dataclasses", "enum", "functools",
         "heapq", "itertools", "math", "numbers", "operator", "typing", "torch", "triton",
-        "katas", "reference", "grading.model", "grading.naive",
+        "katas", "reference", "grading.model", "grading.naive", "grading.devices",
     }
 )  # fmt: skip
 # Reached through an allowed module all the same: what the guards watch, or what watches them.
