@@ -173,12 +173,15 @@ def gradescope(report: dict) -> dict:
         weights = {p: e["weights"].get(p, 1.0) for p in parts}
         for part, counts in parts.items():
             share = e["max_points"] * weights[part] / sum(weights.values())
-            earned = 0.0 if e["zeroed"] else share * counts["score"]
+            measured = counts["passed"] + counts["failed"]
+            fraction = counts["passed"] / measured  # the level's score, before its rounding
+            if round(fraction, 4) != counts["score"]:  # all-or-nothing: 0 or 1
+                fraction = counts["score"]
+            earned = 0.0 if e["zeroed"] else share * fraction
             failing = [t for t in e["tests"] if t.get("part") == part and t["status"] in FAILING]
             output = "\n\n".join(f"{t['id']}\n{t['message']}" for t in failing)
             if e["reason"]:
                 output = f"{e['reason']}\n\n{output}"
-            measured = counts["passed"] + counts["failed"]
             name = f"{kata}: {part_name(part)} ({counts['passed']}/{measured} tests)"
             tests.append(_gs_test(name, earned, share, output))
     return {
