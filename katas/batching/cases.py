@@ -127,6 +127,8 @@ def request_errors(call: str, run):
         BadCall(f"{call} with an empty prompt", "empty prompt", with_requests((1, [], 2, 0))),
         BadCall(f"{call} with token 64 in a 64-token vocabulary", "token outside the vocabulary",
                 with_requests((1, [3, 64], 2, 0))),
+        BadCall(f"{call} with token -1", "token outside the vocabulary",
+                with_requests((1, [3, -1], 2, 0))),
         BadCall(f"{call} with token True", "a bool token", with_requests((1, [3, True], 2, 0))),
         BadCall(f"{call} with token 3.0", "a float token", with_requests((1, [3.0, 4], 2, 0))),
         BadCall(f"{call} with max_new_tokens=0", "max_new_tokens below 1",
