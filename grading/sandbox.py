@@ -82,6 +82,26 @@ def make_sandbox(
     return root
 
 
+def sandbox_env(sandbox: Path, kata: str, results: Path) -> dict[str, str]:
+    """The environment a graded run sees: the grader's, less CI and KATAS_*, with its own HOME,
+    TMPDIR and caches inside the sandbox."""
+    env = {k: v for k, v in os.environ.items() if k != "CI" and not k.startswith("KATAS_")}
+    # Caches the libraries write to live inside the sandbox too: an inherited
+    # TORCHINDUCTOR_CACHE_DIR (PyTorch sets it in the grader's own process once used) would point
+    # the submission's run at /tmp.
+    cache = sandbox / "home" / ".cache"
+    env.update(
+        TORCHINDUCTOR_CACHE_DIR=str(cache / "torchinductor"),
+        TRITON_CACHE_DIR=str(cache / "triton"), XDG_CACHE_HOME=str(cache),
+    )  # fmt: skip
+    env.update(
+        HOME=str(sandbox / "home"), TMPDIR=str(sandbox / "tmp"), OMP_NUM_THREADS="1",
+        PYTHONDONTWRITEBYTECODE="1", KATAS_GRADE_RESULTS=str(results),
+        KATAS_GRADE_SANDBOX=str(sandbox), KATAS_GRADE_KATA=kata,
+    )  # fmt: skip
+    return env
+
+
 def run_kata(
     kata: str,
     submission: Path,
@@ -103,12 +123,7 @@ def run_kata(
     make_sandbox)."""
     sandbox = make_sandbox(workdir / "sandbox", kata, submission, parts=parts)
     results, log = workdir / "results.jsonl", workdir / "output.log"
-    env = {k: v for k, v in os.environ.items() if k != "CI" and not k.startswith("KATAS_")}
-    env.update(
-        HOME=str(sandbox / "home"), TMPDIR=str(sandbox / "tmp"), OMP_NUM_THREADS="1",
-        PYTHONDONTWRITEBYTECODE="1", KATAS_GRADE_RESULTS=str(results),
-        KATAS_GRADE_SANDBOX=str(sandbox), KATAS_GRADE_KATA=kata,
-    )  # fmt: skip
+    env = sandbox_env(sandbox, kata, results)
     env.update(KATAS_GRADE_EXAMPLES=str(examples), KATAS_GRADE_TEST_CPU=str(test_cpu))
     command = [
         sys.executable, "-m", "pytest", f"katas/{kata}", "-q", "-p", "grading.grade_plugin",

@@ -335,6 +335,18 @@ def test_every_reference_scores_full_marks(tmp_path):
 # Quick checks of the parts, without a graded run.
 
 
+def test_the_graded_run_keeps_its_caches_in_the_sandbox(tmp_path, monkeypatch):
+    """PyTorch sets TORCHINDUCTOR_CACHE_DIR in a process once it has used its compiler cache; a
+    graded run that inherited it would write to /tmp and be refused for breaking the rules."""
+    from grading.sandbox import sandbox_env
+
+    for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "XDG_CACHE_HOME", "TMPDIR"):
+        monkeypatch.setenv(name, "/tmp/outside")
+    env = sandbox_env(tmp_path, "serving", tmp_path / "results.jsonl")
+    for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "XDG_CACHE_HOME", "TMPDIR", "HOME"):
+        assert Path(env[name]).is_relative_to(tmp_path), (name, env[name])
+
+
 def test_an_assignment_scores_by_levels(tmp_path):
     path = tmp_path / "homework.toml"
     path.write_text(
