@@ -93,10 +93,20 @@ def grade_task(
     any backend (a thread here, a Ray task on a cluster) runs it the same way. `select`: a
     pytest `-k` expression, to grade part of a kata. Files the source check refuses never run
     (`source_check=False` skips it, to test the sandbox's own defences)."""
-    files = sorted({file, *parts.values()})
-    if source_check and (refused := [r for f in files for r in check_source(Path(f))]):
-        reason = f"refused by the source check: {'; '.join(refused)}"
-        return dict(tests=[], reason=reason, zeroed=True, cpu_s=0.0)
+    if source_check:
+        if refused := check_source(Path(file)):
+            reason = f"refused by the source check: {'; '.join(refused)}"
+            return dict(tests=[], reason=reason, zeroed=True, cpu_s=0.0)
+        # The submission's other files stand in for their stubs only when they pass the check
+        # themselves; a refused one counts against its own kata, and against this one only if
+        # this kata's file imports it.
+        refused_parts = {k for k, f in parts.items() if f != file and check_source(Path(f))}
+        text = Path(file).read_text()
+        if used := sorted(k for k in refused_parts if f"katas.{k}.solution" in text):
+            names = ", ".join(f"katas.{k}.solution" for k in used)
+            reason = f"refused by the source check: this file imports {names}, which is refused"
+            return dict(tests=[], reason=reason, zeroed=True, cpu_s=0.0)
+        parts = {k: f for k, f in parts.items() if k not in refused_parts}
     with tempfile.TemporaryDirectory(prefix=f"grade-{kata}-") as tmp:
         run = run_kata(
             kata, Path(file), Path(tmp) / "run", seed=seed, cpu_limit=cpu_limit,

@@ -193,6 +193,26 @@ def test_the_source_check_refuses_before_anything_runs(tmp_path):
     assert f"{KATA}.py:" in entry["reason"], entry["reason"]
 
 
+def test_a_refused_file_counts_against_its_own_kata_only(tmp_path):
+    """One refused file in a submission zeroes its own kata, and a kata whose file imports it;
+    the other katas are graded without it (their tests see the stub in its place)."""
+    from grading.grade import grade_task
+
+    kv_cache, moe, serving = (tmp_path / f"{k}.py" for k in ("kv_cache", "moe", "serving"))
+    shutil.copy(REPO_ROOT / "reference" / "kv_cache.py", kv_cache)
+    moe.write_text((ADVERSARIAL / "spawn_process.py").read_text())
+    serving.write_text("from katas.moe.solution import moe_forward\n")
+    parts = {"kv_cache": str(kv_cache), "moe": str(moe), "serving": str(serving)}
+    limits = dict(seed=0, cpu_limit=600.0, test_limit=600.0, test_cpu=0.0, examples=3)
+    graded = grade_task("kv_cache", str(kv_cache), parts, select="bytes_formula", **limits)
+    assert graded["reason"] is None and graded["tests"], graded
+    assert all(t["status"] == "passed" for t in graded["tests"]), graded["tests"]
+    for kata, file in (("moe", moe), ("serving", serving)):
+        refused = grade_task(kata, str(file), parts, **limits)
+        assert refused["zeroed"] and refused["reason"].startswith("refused by the source check")
+    assert "katas.moe.solution" in refused["reason"], refused["reason"]
+
+
 def test_a_single_file_needs_its_kata(tmp_path):
     path = tmp_path / "alice.py"
     shutil.copy(REPO_ROOT / "reference" / f"{KATA}.py", path)
