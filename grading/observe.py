@@ -14,7 +14,8 @@
   something too;
 - work taken off the books: `.numpy()`, `__array__` (what NumPy calls to read a tensor), DLPack
   export, bit-casting floating-point data to integers, and `.tolist()` of more than
-  `TOLIST_LIMIT` floating-point elements in one call (in one piece or in many) fail at once,
+  `TOLIST_LIMIT` floating-point elements in one call (in one piece or in many, also once
+  converted to integers) fail at once,
   since no counter sees what happens to the numbers afterwards;
 - work in other threads or processes, where no counter is on: starting a thread or a process
   fails at once.
@@ -31,6 +32,7 @@ import math
 import os
 import sys
 import threading
+import weakref
 from collections import defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -128,6 +130,10 @@ class Observation:
     ops: set[str] = field(default_factory=set)  # operator names, e.g. "mm", "softmax"
     launches: list[Launch] = field(default_factory=list)
     listed: int = 0  # floating-point elements turned into Python lists (.tolist())
+    # Integer tensors whose values were converted from floating-point ones (x.long(), and what is
+    # computed from those): their .tolist() counts as floating-point elements. By id, since a
+    # tensor's == is elementwise; the value is the tensor itself, held weakly.
+    from_floats: weakref.WeakValueDictionary = field(default_factory=weakref.WeakValueDictionary)
 
     @property
     def work(self) -> int:
@@ -173,6 +179,8 @@ class _Counters(TorchDispatchMode):
                 "operations on the floating-point values"
             )
         seen = self.seen
+        if info.name in _CASTS or seen.from_floats:
+            _mark_from_floats(seen, info.name, args, out)
         seen.ops.add(info.name)
         if info.name in _PRODUCTS and isinstance(out, torch.Tensor):
             seen.multiplies += out.numel()
@@ -216,6 +224,23 @@ _PRODUCTS = frozenset({"mul", "mul_", "addcmul", "addcmul_", "div", "div_", "add
 _VECTOR_PRODUCTS = {"mv": 0, "addmv": 1, "dot": 0, "vdot": 0}
 _INFO: dict[int, _OpInfo] = {}  # by id(operator): an operator's own hash is slow Python
 _BITCAST = torch.ops.aten.view.dtype
+# Operators that turn floating-point values into integer ones (x.long(), x.to(torch.int32), and
+# copying floats into an integer tensor).
+_CASTS = frozenset({"_to_copy", "copy_", "copy"})
+
+
+def _mark_from_floats(seen: Observation, name: str, args: tuple, out) -> None:
+    """Remember the integer tensors `out` holds when they carry floating-point values: a cast's
+    output, or anything computed from such a tensor (views and slices included)."""
+    inputs = [a for a in tree_leaves(args) if isinstance(a, torch.Tensor)]
+    source = any(seen.from_floats.get(id(a)) is a for a in inputs) or (
+        name in _CASTS and any(a.is_floating_point() for a in inputs)
+    )
+    if not source:
+        return
+    for t in (out,) if isinstance(out, torch.Tensor) else tree_leaves(out):
+        if isinstance(t, torch.Tensor) and not t.is_floating_point() and t.dtype != torch.bool:
+            seen.from_floats[id(t)] = t
 
 
 def _elements(args) -> int:
@@ -293,8 +318,12 @@ def _off_the_books_patches(real: dict, seen: Observation) -> dict:
         return real["__array__"](self, *args, **kwargs)
 
     def tolist(self):
-        if (self.is_floating_point() or self.is_complex()) and not _called_from_library():
-            _listed(seen, self.numel(), f"a {self.dtype} tensor of {self.numel()} elements")
+        converted = seen.from_floats.get(id(self)) is self
+        if (self.is_floating_point() or self.is_complex() or converted) and (
+            not _called_from_library()
+        ):
+            what = "converted from floating-point values, " if converted else ""
+            _listed(seen, self.numel(), f"a {self.dtype} tensor {what}of {self.numel()} elements")
         return real["tolist"](self)
 
     def storage_tolist(self):

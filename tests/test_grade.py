@@ -245,9 +245,10 @@ def test_a_submission_runs_on_its_own_parts(tmp_path):
 # A homework of one kata, graded with the default limits on a machine another job keeps busy.
 
 SPEC = "speculative_decoding"
-LOOP = (
+LOOP = (  # prompt lookup's first call never returns; the later ones work (one test hangs)
     "    stats = SpecStats()\n    n = T\n",
-    "    stats = SpecStats()\n    while True:  # never returns\n        pass\n",
+    "    stats = SpecStats()\n    n = T\n    if not getattr(SpecStats, 'hung', False):\n"
+    "        SpecStats.hung = True\n        while True:\n            pass\n",
 )
 
 
@@ -310,7 +311,7 @@ def test_a_class_with_default_limits(homework):
     loops = report(out, "loops")["katas"][SPEC]
     assert loops["reason"].startswith("timed out in test katas/speculative_decoding/"), loops
     hung = [t for t in loops["tests"] if "did not finish within" in t["message"]]
-    assert hung and all("_4_lookup" in t["id"] for t in hung)
+    assert len(hung) == 1 and "_4_lookup" in hung[0]["id"], hung  # the others ran
     assert loops["levels"]["1"]["failed"] == 0 and loops["levels"]["1"]["passed"] > 0
     assert 0 < loops["score"] < 1  # the other levels' tests count
     assert "level 0" not in (out / "class.md").read_text()
