@@ -227,11 +227,13 @@ def _pytest_args(mutant: Mutant, impl: Path, junit: Path, extra: tuple[str, ...]
     else:
         selected = [*selected, "-x"]
     return [
-        *selected, "-q", "-p", "no:cacheprovider", f"--impl={impl}", f"--junitxml={junit}", *extra
+        *selected, "-q", "-p", "no:cacheprovider", f"--impl={impl}", f"--junitxml={junit}",
+        "--hypothesis-profile=judge", *extra,
     ]  # fmt: skip
 
 
-# What every judged run sees: the derandomised `ci` profile, one thread, no bytecode files.
+# What every judged run sees: the derandomised `ci` examples (the `judge` profile, which does not
+# shrink a failure), one thread, no bytecode files.
 JUDGE_ENV = {"CI": "1", "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1"}
 # A judged run is limited in CPU seconds, which do not depend on how loaded the machine is; the
 # wall-clock limit, this many times longer, only stops a run that waits without computing.

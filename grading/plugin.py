@@ -65,6 +65,13 @@ settings.register_profile(
 # sweep: thorough's random exploration, fewer examples and no database; the self-tests try each
 # reference with it under fixed seeds (`--hypothesis-seed`).
 settings.register_profile("sweep", max_examples=40, derandomize=False, database=None, **_COMMON)
+# judge: `ci`'s examples without shrinking, for the self-tests that only need a wrong
+# implementation to fail (tests/mutants, tests/adversarial), not its smallest failing case.
+settings.register_profile(
+    "judge",
+    parent=settings.get_profile("ci"),
+    phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target],
+)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 _FIGURES = pytest.StashKey[FigureLog]()
