@@ -40,7 +40,7 @@ MESSAGES = {
 def test_the_failure_names_the_real_mistake(name, tmp_path):
     must, must_not = MESSAGES[name]
     mutant = read_mutant(MUTANTS_DIR / f"{name}.py")
-    verdict = judge(mutant, tmp_path)
+    verdict = judge(mutant, tmp_path, "--hypothesis-profile=ci")  # shrunk, as a learner reads it
     assert verdict.caught_by(mutant.caught_by), f"{name} was not caught:\n{verdict.output[-3000:]}"
     assert re.search(must, verdict.output), (
         f"{name}: the failure should say {must!r}; it said:\n{verdict.output[-3000:]}"
