@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from grading.hf import save_checkpoint
-from grading.model import ModelConfig, TinyLlama
+from grading.model import ModelConfig, TinyLlama, from_pretrained
 
 SHIPPED = Path(__file__).parent / "models"  # the folder the shipped checkpoints live in
 HELD_OUT = ("textwrap", "heapq", "bisect", "fnmatch", "colorsys", "shlex", "string", "glob")
@@ -118,6 +118,69 @@ def agreement(target: TinyLlama, draft: TinyLlama, text: torch.Tensor) -> float:
     return same.mean().item()
 
 
+def lookup(context: torch.Tensor, k: int, max_ngram: int = 3) -> torch.Tensor:
+    """Prompt lookup: up to k bytes that followed the most recent earlier occurrence of the
+    context's last max_ngram bytes (then fewer); none if the tail never occurred before."""
+    L = context.numel()
+    for n in range(min(max_ngram, L - 1), 0, -1):
+        hits = (context[: L - 1].unfold(0, n, 1) == context[L - n :]).all(-1).nonzero()
+        if hits.numel():
+            start = int(hits[-1, 0]) + n
+            return context[start : start + k]
+    return context[:0]
+
+
+@torch.no_grad()
+def speculation(
+    target: TinyLlama, draft: TinyLlama, text: torch.Tensor, samples: int, k: int = 4, seed: int = 0
+) -> dict[str, dict[str, float]]:
+    """Greedy speculative decoding measured at `samples` random places in `text`: at each, the
+    context is the CONTEXT - k bytes before it, a proposer offers up to k bytes (the draft, greedy;
+    or prompt lookup in the context), and the target checks them in one call, as a speculative
+    step does. Per proposer: acceptance (accepted / proposed bytes), how often it proposed
+    anything, and the bytes each target call yields (accepted + the target's own next byte)."""
+    span = CONTEXT - k
+    if text.numel() <= span:
+        raise ValueError(f"text: expected more than {span} bytes, got {text.numel()}")
+    gen = torch.Generator().manual_seed(seed)
+    places = torch.randint(span, text.numel() + 1, (samples,), generator=gen).tolist()
+
+    def by_draft(context: torch.Tensor) -> torch.Tensor:
+        ids = context
+        for _ in range(k):
+            ids = torch.cat([ids, draft(ids[None])[0, -1].argmax()[None]])
+        return ids[context.numel() :]
+
+    results = {}
+    for name, propose in (("draft", by_draft), ("lookup", lambda c: lookup(c, k))):
+        proposed = accepted = offered = 0
+        for end in places:
+            context = text[end - span : end]  # (span,)
+            proposal = propose(context)  # (m,), m <= k
+            choice = target(torch.cat([context, proposal])[None])[0, span - 1 :].argmax(-1)
+            run = int((choice[: proposal.numel()] == proposal).long().cumprod(0).sum())
+            proposed, accepted = proposed + proposal.numel(), accepted + run
+            offered += proposal.numel() > 0
+        results[name] = {
+            "acceptance": round(accepted / max(proposed, 1), 4),
+            "proposed_at": round(offered / samples, 4),
+            "bytes_per_target_call": round((accepted + samples) / samples, 4),
+        }
+    return results
+
+
+def measure(target: TinyLlama, draft: TinyLlama, held: torch.Tensor, samples: int) -> dict:
+    """What agreement.json records: the one-proposal agreement over `held` and greedy
+    speculation with k = 4 at `samples` places of it."""
+    return {
+        "held_out_bytes": held.numel(),
+        "greedy_agreement": round(agreement(target, draft, held), 4),
+        "k": 4,
+        "samples": samples,
+        **speculation(target, draft, held, samples),
+    }
+
+
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -146,21 +209,30 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--measure", type=int, default=65536, help="held-out bytes to measure on (default 65536)"
     )
+    parser.add_argument(
+        "--samples", type=int, default=512, help="places speculation is measured at (default 512)"
+    )
+    parser.add_argument(
+        "--only-measure", action="store_true", help="measure the models in --out; train nothing"
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(min(2, torch.get_num_threads()))  # the same result on any machine
     data, held = encode(stdlib_source(False)), encode(stdlib_source(True))
+    if args.only_measure:
+        write_measures(args.out, held[: args.measure], args.samples)
+        return
     print(
         f"training on {data.numel():,} bytes of standard-library source, {held.numel():,} held out"
     )
-    curves, models = {}, {}
+    curves = {}
     for name, config in (("target", TARGET), ("draft", DRAFT)):
         began = time.perf_counter()
         print(f"{name}: {sum(p.numel() for p in TinyLlama(config).parameters()):,} parameters")
-        models[name], curves[name] = train(config, data, args.steps, args.seed)
+        model, curves[name] = train(config, data, args.steps, args.seed)
         folder = args.out / name
-        save_checkpoint(models[name], folder)
+        save_checkpoint(model, folder)
         record = {
-            "command": "python -m grading.train " + " ".join(argv or sys.argv[1:]),
+            "command": f"python -m grading.train --steps {args.steps} --seed {args.seed}",
             "seed": args.seed,
             "steps": args.steps,
             "python": sys.version.split()[0],
@@ -170,11 +242,18 @@ def main(argv: list[str] | None = None) -> None:
             "sha256": sha256(folder / "model.safetensors"),
         }
         (folder / "training.json").write_text(json.dumps(record, indent=1) + "\n")
-    rate = agreement(models["target"], models["draft"], held[: args.measure])
-    print(f"greedy agreement of draft and target on held-out source: {rate:.3f}")
-    record = {"held_out_bytes": min(args.measure, held.numel()), "greedy_agreement": round(rate, 4)}
-    (args.out / "agreement.json").write_text(json.dumps(record, indent=1) + "\n")
     draw_losses(curves, args.out / "loss.png")
+    write_measures(args.out, held[: args.measure], args.samples)
+
+
+def write_measures(folder: Path, held: torch.Tensor, samples: int) -> None:
+    """Measure the pair in `folder` on held-out source; print and write agreement.json."""
+    target, draft = (from_pretrained(folder / name).eval() for name in ("target", "draft"))
+    record = measure(target, draft, held, samples)
+    print(f"greedy agreement of draft and target on held-out source: {record['greedy_agreement']}")
+    for name in ("draft", "lookup"):
+        print(f"  {name}: " + ", ".join(f"{k} {v}" for k, v in record[name].items()))
+    (folder / "agreement.json").write_text(json.dumps(record, indent=1) + "\n")
 
 
 if __name__ == "__main__":

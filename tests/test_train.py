@@ -30,12 +30,29 @@ def test_bytes_are_the_tokens():
 
 
 def test_the_training_script_runs_a_few_steps(tmp_path):
-    main(["--steps", "2", "--out", str(tmp_path), "--measure", "512"])
+    main(["--steps", "2", "--out", str(tmp_path), "--measure", "512", "--samples", "8"])
     for name in ("target", "draft"):
         record = json.loads((tmp_path / name / "training.json").read_text())
         assert record["steps"] == 2 and record["sha256"] == sha256(
             tmp_path / name / "model.safetensors"
         )
         assert from_pretrained(tmp_path / name).config.vocab_size == 256
-    assert 0.0 <= json.loads((tmp_path / "agreement.json").read_text())["greedy_agreement"] <= 1.0
+    measured = json.loads((tmp_path / "agreement.json").read_text())
+    assert 0.0 <= measured["greedy_agreement"] <= 1.0 and measured["samples"] == 8
+    for name in ("draft", "lookup"):
+        assert 0.0 <= measured[name]["acceptance"] <= 1.0
+        assert 1.0 <= measured[name]["bytes_per_target_call"] <= 1 + measured["k"]
     assert (tmp_path / "loss.png").stat().st_size > 0
+
+
+def test_speculation_counts_what_the_target_accepts():
+    """A draft that is the target itself has every proposal accepted: k + 1 bytes per call;
+    prompt lookup proposes what followed the tail's last occurrence."""
+    from grading.train import CONTEXT, TARGET, initialised, lookup, speculation
+
+    assert lookup(encode("abcXabcY abc"), 2).tolist() == list(b"Y ")
+    assert lookup(encode("xyz"), 4).numel() == 0
+    model = initialised(TARGET, 0).eval()
+    text = encode("def f(x):\n    return x\n" * 12)[: CONTEXT + 40]
+    same = speculation(model, model, text, samples=6)["draft"]
+    assert same == {"acceptance": 1.0, "proposed_at": 1.0, "bytes_per_target_call": 5.0}
