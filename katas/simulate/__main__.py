@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from grading.impl import ImplError, load_impl
+from katas.simulate.models import load_models
 from katas.simulate.scenes import Settings
 
 KATAS = ("batching", "kv_cache", "speculative_decoding", "flash_attention")
@@ -42,13 +43,19 @@ def main(argv: list[str] | None = None) -> int:
         "random arrivals",
     )  # fmt: skip
     parser.add_argument("--seed", type=int, default=0, help="the random workload's seed")
+    parser.add_argument(
+        "--models", type=Path, default=None,
+        help="a folder holding the trained pair as target/ and draft/ (default: the shipped "
+        "grading/models; without it the screens run random weights and show token ids)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     impls = load_all(args.impl)
     settings = Settings(workload=args.workload, seed=args.seed)
+    models = load_models(args.models)
     if args.export:
         from katas.simulate.export import export
 
-        paths, problems = export(impls, args.export, settings)
+        paths, problems = export(impls, args.export, settings, models)
         for path in paths:
             print(path)
         for problem in problems:  # e.g. a kata not done yet: its screen shows the message
@@ -56,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from katas.simulate.app import SimulationApp
 
-    SimulationApp(impls, settings).run()
+    SimulationApp(impls, settings, models).run()
     return 0
 
 

@@ -3,8 +3,10 @@
 Every screen shows one run of the real implementations (scenes.py) and a clock: `n` steps it,
 space plays and pauses, `+`/`-` change the speed, `r` rewinds, `s` switches strategy, ↑ ↓ PgUp
 PgDn scroll. The characters carry the meaning too (▓ prefill, █ decode, x waste, ░ waiting,
-! preempted, ≠ a wrong token, · empty), so the screens read the same without colour (Textual
-honours NO_COLOR). A screen computes its run when it is first shown.
+! preempted, ≠ a wrong token, · empty; ✓ accepted, ✗ rejected, → the target's token), so the
+screens read the same without colour (Textual honours NO_COLOR). A screen computes its run when
+it is first shown. With the trained models, prompts and tokens are shown as text on one row
+(⏎ a newline, ⇥ a tab); on random weights as token ids.
 """
 
 from __future__ import annotations
@@ -21,10 +23,14 @@ from textual.screen import ModalScreen
 from textual.widgets import Footer, Static, TabbedContent, TabPane
 
 from katas.simulate import scenes
+from katas.simulate.models import Models, load_models, pieces, shown
 
 PALETTE = ["#e4572e", "#4c9be8", "#f3a712", "#59a14f", "#b07aa1", "#ff9da7", "#9c755f"]
 GLYPH = {"prefill": "▓", "decode": "█", "waste": "x", "stall": "░", "empty": "·", "idle": " "}
 WRONG = "bold #ffffff on #b00020"  # a token that differs from decoding the request alone
+ACCEPTED = "bold #000000 on #59a14f"  # a draft's proposal the target kept
+REJECTED = "strike #ff8c69"  # a draft's proposal the target threw away
+TARGET = "bold #ffffff on #3b6fd4"  # the target's own token: its fix, or its bonus
 PREEMPTED = "bold #000000 on #f3d312"
 LABEL = 20  # the width of a timeline row's label: "▶ continuous slot 0 "
 WINDOW = 30  # steps shown at once
@@ -40,8 +46,9 @@ HELP = """\
    w W   max_wait                         k K   KV pool blocks
    l     the shop's customers / a random workload
  speculative decoding
-   a A   α, how often the draft agrees    k K   proposals per round
-   c C   a draft call's cost, in target calls"""
+   a A   α, how often a scripted draft agrees   k K   proposals per round
+   c C   a draft call's cost, in target calls   d     the trained draft
+   ✓ green: kept  ✗ red, struck: thrown away  → blue: the target's own token"""
 
 
 def colour(request: int | None) -> str:
@@ -109,6 +116,9 @@ class Scene(Static):
 
     def switch(self) -> None:
         pass
+
+    def width(self) -> int:
+        return self.content_size.width or 100  # 100 before the screen is laid out
 
     def refresh_view(self) -> None:
         if not self.started:
@@ -202,7 +212,30 @@ class BatchingScene(SettingsScene):
             "C! preempted, slot freed  ≠≠ a token unlike decoding it alone  ·· empty slot",
             style="dim",
         )
-        return Group(text, self.table())
+        if not self.oracle.models.text:
+            return Group(text, self.table())
+        return Group(text, self.table(), self.requests())
+
+    def requests(self) -> Text:
+        """Each request of the selected strategy as text: its prompt (dim), ▸, then the tokens
+        that were out by the current step (bold). A long prompt loses its start."""
+        strategy = scenes.STRATEGIES[self.selected]
+        run = self.runs.get(strategy)
+        if not isinstance(run, scenes.BatchingRun):
+            return Text()
+        step = min(self.step, run.steps - 1)
+        text = Text(f"\n{strategy} after step {step}: each prompt ▸ its tokens so far\n",
+                    style="bold", no_wrap=True, overflow="ellipsis")  # fmt: skip
+        for r, name in enumerate(run.names):
+            prompt, out = shown(run.prompts[r]), shown(run.made_by(r, step))
+            room = max(8, self.width() - 5 - len(out))
+            if len(prompt) > room:
+                prompt = "…" + prompt[len(prompt) - room + 1 :]
+            text.append(f"{name:<3}", style=colour(r))
+            text.append(prompt, style="dim")
+            text.append("▸")
+            text.append(out + "\n", style=f"bold {colour(r)}")
+        return text
 
     @staticmethod
     def cell(run: scenes.BatchingRun, cell: scenes.Cell) -> tuple[str, str]:
@@ -262,6 +295,19 @@ class KVScene(SettingsScene):
     def steps(self) -> int:
         return max(1, len(self.frames))
 
+    @property
+    def texts(self) -> bool:
+        return self.oracle.models.text
+
+    def blocks(self, r: int, held: int) -> Text:
+        """The tokens request r's blocks hold, as text, block by block."""
+        tokens = (self.run.prompts[r] + list(self.run.completions[r].tokens))[:held]
+        size = self.settings.block_size
+        sizes = [min(size, held - at) for at in range(0, held, size)]
+        return Text("¦", style="dim").join(
+            Text(piece, style=colour(r)) for piece in pieces(tokens, sizes)
+        )
+
     def view(self):
         text = self.header(with_wait=False, prefix="continuous batching of ")
         if not self.frames:
@@ -275,10 +321,18 @@ class KVScene(SettingsScene):
             text.append(f" {glyph}", style=colour(owner) if owner is not None else "dim")
             if i % 16 == 15 or i == len(frame.owners) - 1:
                 text.append("\n")
-        text.append("block tables\n", style="bold")
+        text.append("block tables", style="bold")
+        text.append(" and the tokens the blocks hold, ¦ between blocks\n" if self.texts else "\n")
+        shape = max((len(str(t)) for t in frame.tables.values()), default=0)
         for r, table in sorted(frame.tables.items()):
             text.append(f"  {self.run.names[r]:<3}", style=colour(r))
-            text.append(f" {table}\n")
+            text.append(f" {str(table):<{shape}}")
+            if self.texts:
+                held = self.blocks(r, frame.held[r])
+                held.truncate(self.width() - 8 - shape, overflow="ellipsis")  # on one row
+                text.append("  ")
+                text.append_text(held)
+            text.append("\n")
         text.append(
             f"bytes in blocks {frame.used_bytes}   a contiguous cache of the same requests "
             f"{frame.contiguous_bytes}\n"
@@ -297,21 +351,30 @@ class KVScene(SettingsScene):
 
 class SpecScene(Scene):
     """Rounds of speculative decoding: proposals, the first rejection, the target's token, and
-    what the rounds cost with the draft's calls counted."""
+    what the rounds cost with the draft's calls counted. With the trained pair they are text, and
+    the draft is the trained draft until `a`/`A` script one that agrees with probability α."""
 
-    def __init__(self, impl, **kwargs) -> None:
+    def __init__(self, impl, models: Models, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.impl, self.alpha, self.k, self.cost = impl, 0.8, 4, scenes.DRAFT_COST
+        self.impl, self.models, self.k, self.cost = impl, models, 4, scenes.DRAFT_COST
+        self.alpha = None if models.text else 0.8  # None: the trained draft
         self.run = None
 
     def rerun(self) -> None:
-        self.run = self.attempt(scenes.run_speculative, self.impl, self.alpha, self.k)
+        self.run = self.attempt(
+            scenes.run_speculative, self.impl, self.alpha, self.k, models=self.models
+        )
         self.step = 0
 
     def steps(self) -> int:
         return max(1, len(self.run.rounds)) if self.run else 1
 
     def adjust(self, key: str) -> bool:
+        if key == "d" and self.models.text:
+            self.alpha = None
+            self.rerun()
+            self.refresh_view()
+            return True
         changes = {
             "a": ("alpha", -0.1), "A": ("alpha", 0.1), "k": ("k", -1), "K": ("k", 1),
             "c": ("cost", -0.05), "C": ("cost", 0.05),
@@ -319,7 +382,8 @@ class SpecScene(Scene):
         if key not in changes:
             return False
         name, delta = changes[key]
-        value = getattr(self, name) + delta
+        current = getattr(self, name)
+        value = (0.8 if current is None else current) + delta  # α: 0.8 after the trained draft
         limits = {"alpha": (0.0, 1.0), "k": (1, 16), "cost": (0.0, 1.0)}[name]
         setattr(self, name, round(min(limits[1], max(limits[0], value)), 2))
         if name == "cost":
@@ -331,30 +395,79 @@ class SpecScene(Scene):
 
     def view(self):
         run = self.run
+        if self.alpha is None:
+            draft = "the trained draft model proposes"
+        else:
+            draft = f"α {self.alpha} (draft agrees)"
         text = Text(
-            f"α {self.alpha} (draft agrees) · k {self.k} a round · "
-            f"a draft call costs {self.cost:.2f} target calls\n",
+            f"{draft} · k {self.k} a round · a draft call costs {self.cost:.2f} target calls\n",
             style="bold",
         )
+        if self.models.notice:
+            text.append(self.models.notice + "\n", style="dim")
         if run is None:
             return text + Text(f"speculative_decode failed: {self.error}", style="bold red")
         rounds = run.rounds[: self.step + 1]
         text.append_text(self.summary(rounds))
         if not run.exact:
             text.append("the output differs from the target's own greedy decoding!\n", WRONG)
+        if self.models.text:
+            text.append_text(self.so_far(run, rounds))
         text.append(f"round {self.step + 1}/{len(run.rounds)}, the latest last\n", style="bold")
         for i, r in enumerate(rounds):
             text.append(f"round {i + 1:>2}: ")
-            for j, token in enumerate(r.proposed):
-                if j < r.accepted:
-                    text.append(f"{token:>3}✓", style="green")
-                elif j == r.accepted:
-                    text.append(f"{token:>3}✗", style="bold red")
-                else:
-                    text.append(f"{token:>3} ", style="dim")
-            text.append(f" → {r.extra} ({r.kind})", style="bold blue")
+            if self.models.text:
+                text.append_text(self.round_text(r))
+            else:
+                self.round_ids(text, r)
             text.append(f"  {r.draft_calls} draft calls\n", style="dim")
         return text
+
+    def so_far(self, run: scenes.SpecRun, rounds: list[scenes.Round]) -> Text:
+        """The prompt, the output so far (what the draft proposed and the target kept, and the
+        target's own tokens, each in its colour), and what the colours mean."""
+        text = Text("prompt  ")
+        text.append(run.prompt_text + "\n", style="dim")
+        text.append("output  ")
+        for r in rounds:
+            text.append(r.accepted_text, style=ACCEPTED)
+            text.append(r.extra_text, style=TARGET)
+        text.append("\n")
+        for mark, colour_name, style, meaning in (
+            ("✓", "green", ACCEPTED, " the draft proposed, the target kept   "),
+            ("✗", "red, struck", REJECTED, " the target threw away\n"),
+            ("→", "blue", TARGET, " the target's own token (a fix, or a bonus)   ⏎ a newline\n"),
+        ):  # fmt: skip
+            text.append(mark)
+            text.append(colour_name, style=style)
+            text.append(meaning, style="dim")
+        return text
+
+    @staticmethod
+    def round_text(r: scenes.Round) -> Text:
+        """One round as text: ✓ the proposals kept, ✗ those thrown away, → the target's token."""
+        text = Text()
+        for mark, piece, style in (
+            ("✓", r.accepted_text, ACCEPTED), ("✗", r.rejected_text, REJECTED),
+            ("→", r.extra_text, TARGET),
+        ):  # fmt: skip
+            if piece:
+                text.append(mark)
+                text.append(piece, style=style)
+        text.append(f"  {r.kind}", style="dim")
+        return text
+
+    @staticmethod
+    def round_ids(text: Text, r: scenes.Round) -> None:
+        """One round as token ids (random weights)."""
+        for j, token in enumerate(r.proposed):
+            if j < r.accepted:
+                text.append(f"{token:>3}✓", style="green")
+            elif j == r.accepted:
+                text.append(f"{token:>3}✗", style="bold red")
+            else:
+                text.append(f"{token:>3} ", style="dim")
+        text.append(f" → {r.extra} ({r.kind})", style="bold blue")
 
     def summary(self, rounds: list[scenes.Round]) -> Text:
         """Tokens made against calls paid, the draft's calls at their cost ratio."""
@@ -457,13 +570,19 @@ class SimulationApp(App):
     ]  # fmt: skip
     SCREENS_IDS = ["batching", "kv", "spec", "flash"]
 
-    def __init__(self, impls: dict, settings: scenes.Settings | None = None, **kwargs) -> None:
+    def __init__(
+        self, impls: dict, settings: scenes.Settings | None = None, models: Models | None = None,
+        **kwargs,
+    ) -> None:  # fmt: skip
+        """`models`: those every screen runs, loaded once (default: the shipped trained pair, or
+        random weights with a notice when it is missing)."""
         super().__init__(**kwargs)
         self.impls, self.settings = impls, settings or scenes.Settings()
+        self.models = models or load_models()
         self.interval, self.timer = 0.5, None
 
     def compose(self) -> ComposeResult:
-        oracle = scenes.Oracle()
+        oracle = scenes.Oracle(self.models)
         batching = BatchingScene(self.impls["batching"], self.settings, oracle, id="batching")
         kv = scenes.Settings(workload="poisson", rate=0.6, batch_size=4, kv_blocks=20)
         with TabbedContent(id="tabs"):
@@ -472,12 +591,14 @@ class SimulationApp(App):
             with TabPane("2 KV cache", id="tab-kv"), VerticalScroll():
                 yield KVScene(self.impls["batching"], self.impls["kv_cache"], kv, oracle, id="kv")
             with TabPane("3 speculative", id="tab-spec"), VerticalScroll():
-                yield SpecScene(self.impls["speculative_decoding"], id="spec")
+                yield SpecScene(self.impls["speculative_decoding"], self.models, id="spec")
             with TabPane("4 FlashAttention", id="tab-flash"), VerticalScroll():
                 yield FlashScene(self.impls["flash_attention"], id="flash")
         yield Footer()
 
     def on_mount(self) -> None:
+        if self.models.notice:
+            self.notify(self.models.notice, severity="warning", timeout=10)
         self.scene.refresh_view()
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:

@@ -12,6 +12,7 @@ import asyncio
 from pathlib import Path
 
 from katas.simulate import scenes
+from katas.simulate.models import Models, load_models
 
 SCREENS = {"batching": 1, "kv": 2, "spec": 3, "flash": 4}
 STEPS = {"batching": None, "kv": 20, "spec": None, "flash": 6}  # None: to the end
@@ -23,13 +24,14 @@ COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7
            "#bcbd22", "#17becf"]  # fmt: skip
 
 
-async def _screenshots(impls: dict, folder: Path, settings):
+async def _screenshots(impls: dict, folder: Path, settings, models: Models):
     """Each screen after its STEPS, and what the implementations raised on the way."""
     from katas.simulate.app import SimulationApp
 
-    app = SimulationApp(impls, settings)
+    app = SimulationApp(impls, settings, models)
     paths = []
     async with app.run_test(size=SIZE) as pilot:
+        app.clear_notifications()  # the random-weights notice: export() returns it instead
         for name, key in SCREENS.items():
             await pilot.press(str(key), *KEYS.get(name, []))
             await pilot.pause()
@@ -82,9 +84,12 @@ def _panel(ax, run: scenes.BatchingRun) -> None:
     ax.set_axisbelow(True)
 
 
-def timeline_png(impls: dict, path: Path, settings: scenes.Settings | None = None) -> Path:
+def timeline_png(
+    impls: dict, path: Path, settings: scenes.Settings | None = None, models: Models | None = None
+) -> Path:
     """The three strategies' slots and queues over time, one panel each (matplotlib). A strategy
-    whose implementation raises gets its panel's message instead."""
+    whose implementation raises gets its panel's message instead. `models`: random weights
+    unless given (the timeline shows no tokens)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -92,7 +97,7 @@ def timeline_png(impls: dict, path: Path, settings: scenes.Settings | None = Non
     from matplotlib.patches import Patch
 
     settings = settings or scenes.Settings()
-    oracle = scenes.Oracle()
+    oracle = scenes.Oracle(models)
     fig, axes = plt.subplots(3, 1, figsize=(8, 1.5 + 1.3 * 3), sharex=True)
     names: list[str] = []
     for ax, strategy in zip(axes, scenes.STRATEGIES, strict=True):
@@ -120,10 +125,12 @@ def timeline_png(impls: dict, path: Path, settings: scenes.Settings | None = Non
     return path
 
 
-def export(impls: dict, folder: Path, settings: scenes.Settings):
+def export(impls: dict, folder: Path, settings: scenes.Settings, models: Models | None = None):
     """Screenshots of the four screens and the batching timeline; returns the paths written and
-    what the implementations raised (a kata not done yet, say)."""
+    what the implementations raised (a kata not done yet, say). `models`: default the shipped
+    trained pair, or random weights when it is missing (then their notice is a problem too)."""
     folder.mkdir(parents=True, exist_ok=True)
-    paths, problems = asyncio.run(_screenshots(impls, folder, settings))
-    paths.append(timeline_png(impls, folder / "batching-timeline.png", settings))
-    return paths, problems
+    models = models or load_models()
+    paths, problems = asyncio.run(_screenshots(impls, folder, settings, models))
+    paths.append(timeline_png(impls, folder / "batching-timeline.png", settings, models))
+    return paths, [models.notice, *problems] if models.notice else problems

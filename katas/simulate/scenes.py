@@ -3,7 +3,8 @@
 Nothing here is an animation of its own: each scene calls an implementation through its public
 API and reads back what it did (the shared model's log of batched calls, the calls a target model
 and its draft received, the key blocks an attention function read), so a wrong implementation
-shows its mistake.
+shows its mistake. The models are the trained byte-level pair when it is there, whose tokens the
+screens show as text, or random weights (models.py).
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from grading.cost import largest_tensor
 from grading.model import greedy_generate_no_cache, make_model
 from grading.workload import poisson_workload
 from katas.batching.timeline import CUSTOMERS  # the batching README's sandwich shop
+from katas.simulate.models import MODEL_LEN, Models, pieces, random_models, shown, source_prompts
 
 STRATEGIES = ("static", "dynamic", "continuous")
-MODEL_LEN = 64  # the simulation model's max_seq_len
 
 
 def tokens_of(text: str, vocab: int) -> list[int]:
@@ -73,21 +74,28 @@ class Job:
         return len(self.prompt) + self.max_new_tokens - 1
 
 
-def jobs(settings: Settings, vocab: int = 64) -> list[Job]:
-    """The requests of the chosen workload, each with a short name."""
+def jobs(settings: Settings, text: bool = False) -> list[Job]:
+    """The requests of the chosen workload, each with a short name. With `text`, each prompt is
+    a window of held-out standard-library source of the same length (bytes), so the workload
+    keeps its shape (arrivals, lengths, KV blocks) whichever models run it."""
     if settings.workload == "customers":
-        return [
-            Job(name, tokens_of(name + text, vocab), new, arrival)
-            for name, text, new, arrival in CUSTOMERS
+        work = [
+            Job(name, tokens_of(name + words, 64), new, arrival)
+            for name, words, new, arrival in CUSTOMERS
         ]
-    drawn = poisson_workload(
-        settings.n_requests, rate=settings.rate, seed=settings.seed, vocab_size=vocab,
-        max_seq_len=MODEL_LEN, scale=0.05,
-    )  # fmt: skip
-    return [
-        Job(chr(ord("A") + i % 26), r.prompt, r.max_new_tokens, r.arrival)
-        for i, r in enumerate(drawn)
-    ]
+    else:
+        drawn = poisson_workload(
+            settings.n_requests, rate=settings.rate, seed=settings.seed, vocab_size=64,
+            max_seq_len=MODEL_LEN, scale=0.05,
+        )  # fmt: skip
+        work = [
+            Job(chr(ord("A") + i % 26), r.prompt, r.max_new_tokens, r.arrival)
+            for i, r in enumerate(drawn)
+        ]
+    if not text:
+        return work
+    prompts = source_prompts([len(j.prompt) for j in work], settings.seed)
+    return [replace(j, prompt=p) for j, p in zip(work, prompts, strict=True)]
 
 
 def refusal(settings: Settings) -> str:
@@ -127,12 +135,14 @@ class Cell:
     request: int | None = None  # index into the workload; None: an empty slot
     kind: str = "empty"  # prefill, decode, waste (held by a finished request), stall, empty, idle
     wrong: bool = False  # the token it produced differs from decoding the request alone
+    made: int = 0  # where it produced a token: how many of the request's were out after it
 
 
 @dataclass
 class BatchingRun:
     strategy: str
     names: list[str]  # one short name per request
+    prompts: list[list[int]]
     arrivals: list[int]
     grid: list[list[Cell]]  # [slot][step]
     queue: list[list[int]]  # per step: the requests waiting for a slot, in arrival order
@@ -145,6 +155,11 @@ class BatchingRun:
     @property
     def steps(self) -> int:
         return len(self.produced)
+
+    def made_by(self, request: int, step: int) -> list[int]:
+        """The request's new tokens that were out by the end of `step`."""
+        made = [c.made for row in self.grid for c in row[: step + 1] if c.request == request]
+        return list(self.completions[request].tokens)[: max(made, default=0)]
 
     def counters(self, upto: int) -> dict[str, float]:
         """Tokens per step, time to first token, latency percentiles and waste up to `upto`.
@@ -176,10 +191,12 @@ def percentile(sorted_values: list[int], q: float) -> float:
 
 
 class Oracle:
-    """The model every batching scene runs, and each request's tokens decoded alone (memoised)."""
+    """The model every batching scene runs (the trained target, or random weights when `models`
+    is not given), and each request's tokens decoded alone (memoised)."""
 
-    def __init__(self) -> None:
-        self.model = make_model(0, torch.float64, max_seq_len=MODEL_LEN)
+    def __init__(self, models: Models | None = None) -> None:
+        self.models = models or random_models()
+        self.model = self.models.target
         self.memo: dict[tuple, list[int]] = {}
 
     def solo_tokens(self, job: Job) -> list[int]:
@@ -194,7 +211,7 @@ class Oracle:
 def run_batching(impl, strategy: str, settings: Settings, oracle: Oracle) -> BatchingRun:
     """Run one strategy of the batching implementation and lay its calls out on the clock."""
     model = oracle.model
-    work = jobs(settings, model.config.vocab_size)
+    work = jobs(settings, oracle.models.text)
     requests = [impl.Request(i, j.prompt, j.max_new_tokens, j.arrival) for i, j in enumerate(work)]
     model.batch_log.clear()
     if strategy == "static":
@@ -283,7 +300,7 @@ def lay_out(strategy, work: list[Job], out, expected, calls, slots: int) -> Batc
             got, want = out[r].tokens[index : index + 1], expected[r][index : index + 1]
             bad = index >= 0 and (not got or got != want)
             kind = "prefill" if start < prompt else "decode"
-            grid[slot_of[r]][step] = Cell(r, kind, bad)
+            grid[slot_of[r]][step] = Cell(r, kind, bad, max(0, index + 1))
             produced[step] += index >= 0
             lengths[step][r] = start + n
         fed = {r for r, _, _ in at_step.get(step, [])}
@@ -312,8 +329,8 @@ def lay_out(strategy, work: list[Job], out, expected, calls, slots: int) -> Batc
         elif done == set(slot_of):
             slot_of.clear()
     return BatchingRun(
-        strategy, [j.name for j in work], [j.arrival for j in work], grid, queue, produced, out,
-        wrong, lengths, preempted,
+        strategy, [j.name for j in work], [j.prompt for j in work], [j.arrival for j in work], grid,
+        queue, produced, out, wrong, lengths, preempted,
     )  # fmt: skip
 
 
@@ -323,6 +340,7 @@ class PoolFrame:
 
     owners: list[int | None]  # per physical block: the request holding it
     tables: dict[int, list[int]]
+    held: dict[int, int]  # request -> the tokens its blocks hold
     used_bytes: int
     contiguous_bytes: int
     error: str = ""
@@ -361,7 +379,7 @@ def replay_pool(kv_impl, run: BatchingRun, settings: Settings) -> list[PoolFrame
                 owners[block] = r
         used = sum(len(t) for t in tables.values()) * settings.block_size * per_token
         contiguous = sum(sizes[r] for r in held) * per_token
-        frames.append(PoolFrame(owners, tables, used, contiguous, error))
+        frames.append(PoolFrame(owners, tables, dict(held), used, contiguous, error))
     return frames
 
 
@@ -369,6 +387,8 @@ def replay_pool(kv_impl, run: BatchingRun, settings: Settings) -> list[PoolFrame
 # Speculative decoding
 
 DRAFT_COST = 0.1  # a draft call's cost, in target calls, unless the screen is told otherwise
+SPEC_PROMPT = 40  # bytes of held-out source the trained target continues
+SPEC_NEW_TOKENS = {True: 40, False: 24}  # new tokens, with the trained pair and without
 
 
 @dataclass
@@ -377,6 +397,11 @@ class Round:
     accepted: int  # how many of the proposals were kept
     extra: int  # the target's correction (after a rejection) or bonus (after full acceptance)
     draft_calls: int  # the draft's calls that came before this round's target call
+    # As text (the trained pair only): the proposals kept, the target's own token, and the
+    # proposals thrown away. Each round's accepted_text + extra_text continue the output.
+    accepted_text: str = ""
+    extra_text: str = ""
+    rejected_text: str = ""
 
     @property
     def kind(self) -> str:
@@ -390,6 +415,8 @@ class SpecRun:
     rounds: list[Round]
     new_tokens: int
     exact: bool  # the output equals the target's own greedy decoding
+    prompt_text: str = ""  # the prompt and the output as text (the trained pair only)
+    text: str = ""
 
 
 class RecordingModel(torch.nn.Module):
@@ -404,15 +431,38 @@ class RecordingModel(torch.nn.Module):
         return self.inner(ids, cache)
 
 
-def run_speculative(impl, alpha: float, k: int, max_new_tokens: int = 24, seed: int = 1):
+def run_speculative(
+    impl, alpha: float | None, k: int, max_new_tokens: int | None = None, seed: int = 1,
+    models: Models | None = None,
+) -> SpecRun:  # fmt: skip
+    """One prompt decoded speculatively, read back round by round from the calls the target and
+    the draft received.
+
+    With the trained pair (`models.text`) the target continues held-out source, and the draft
+    is the trained draft when `alpha` is None; otherwise (and always on random weights) the
+    draft is scripted to agree with the target's greedy tokens with probability `alpha`.
+    """
     from katas.speculative_decoding.cases import ScriptedModel, coin_flips
 
+    text = models is not None and models.text
+    if alpha is None and not text:
+        raise ValueError("alpha: a number is needed where there is no trained draft")
+    if max_new_tokens is None:
+        max_new_tokens = SPEC_NEW_TOKENS[text]
     log: list[tuple[str, list[int]]] = []
-    target = RecordingModel(make_model(seed, torch.float64, max_seq_len=64), "target", log)
-    prompt = torch.tensor([tokens_of("Once upon a time", target.config.vocab_size)])
-    truth = greedy_generate_no_cache(target.inner, prompt, max_new_tokens)[0].tolist()
-    scripted = ScriptedModel(truth, target.config.vocab_size, wrong=coin_flips(alpha, seed + 1))
-    draft = RecordingModel(scripted, "draft", log)
+    if text:
+        inner = models.target
+        prompt = torch.tensor(source_prompts([SPEC_PROMPT], seed))  # (1, SPEC_PROMPT)
+    else:
+        inner = make_model(seed, torch.float64, max_seq_len=64)
+        prompt = torch.tensor([tokens_of("Once upon a time", inner.config.vocab_size)])
+    target = RecordingModel(inner, "target", log)
+    truth = greedy_generate_no_cache(inner, prompt, max_new_tokens)[0].tolist()
+    if alpha is None:
+        drafter = models.draft
+    else:
+        drafter = ScriptedModel(truth, inner.config.vocab_size, wrong=coin_flips(alpha, seed + 1))
+    draft = RecordingModel(drafter, "draft", log)
     out, _ = impl.speculative_decode(target, draft, prompt, max_new_tokens, k=k)
     out = out[0].tolist()
     rounds, n, total, drafts = [], prompt.shape[1], prompt.shape[1] + max_new_tokens, 0
@@ -427,7 +477,25 @@ def run_speculative(impl, alpha: float, k: int, max_new_tokens: int = 24, seed: 
             kept += 1
         rounds.append(Round(proposed, kept, out[n + kept] if n + kept < total else -1, drafts))
         n, drafts = n + kept + 1, 0
-    return SpecRun(rounds, max_new_tokens, out == truth)
+    run = SpecRun(rounds, max_new_tokens, out == truth)
+    if text:
+        run.prompt_text, run.text = shown(prompt[0].tolist()), shown(out[prompt.shape[1] :])
+        as_text(rounds, out[prompt.shape[1] :])
+    return run
+
+
+def as_text(rounds: list[Round], generated: list[int]) -> None:
+    """Fill in each round's text: the output cut where the rounds committed their tokens (kept
+    proposals, then the target's token), and the proposals thrown away decoded apart."""
+    sizes, at = [], 0
+    for r in rounds:
+        for size in (r.accepted, 1):
+            sizes.append(min(size, len(generated) - at))
+            at += sizes[-1]
+    texts = pieces(generated, [*sizes, len(generated) - at])  # the last: what no round explains
+    for i, r in enumerate(rounds):
+        r.accepted_text, r.extra_text = texts[2 * i], texts[2 * i + 1]
+        r.rejected_text = shown(r.proposed[r.accepted :])
 
 
 # ----------------------------------------------------------------------------------------------
