@@ -27,7 +27,7 @@ IDS = [f"{p.parent.name}/{p.stem}" for p in MUTANTS]
 MINIMUM = {
     "batching": 22,
     "context_extension": 33,
-    "efficient_attention": 44,
+    "efficient_attention": 46,
     "flash_attention": 37,
     "kv_cache": 43,
     "moe": 31,
