@@ -7,7 +7,7 @@ implementation's calls into itself pass straight through):
 - runs the call under the always-on counters of `grading.observe` and keeps what they saw in
   `guard.last` (the cost helpers of `grading.cost` read it);
 - fails if the call changed a tensor it was given (also inside lists, tuples and dicts), naming
-  the function and the argument;
+  the function and the argument, or wrote into one at all, even to put it back before returning;
 - fails if the call ran an operator its kata forbids, or (for a kernel task) launched no Triton
   kernel, or did more work than the function's budget allows (`grading.rules`);
 - fails if the call ran the shared model with grad mode on (an autograd graph per token);
@@ -43,7 +43,7 @@ from hypothesis import settings
 from grading import observe
 from grading.devices import gpu_path
 from grading.model import TinyLlama
-from grading.observe import Observation, observing
+from grading.observe import Observation, observing, storage_address
 from grading.rules import Rule, rules_for
 
 # On a GPU, a function's first calls in each test are guarded, the rest run as they are: a
@@ -161,10 +161,17 @@ class Guard:
         if self.calls[qualname] > GPU_CALLS and on_gpu:
             return self.unobserved(fn, *args, **kwargs)  # a benchmark's hundredth call
         saved = [(label, t, t.clone()) for label, t in tensors]
+        watched: dict[int, str] = {}  # storage address -> the arguments whose memory it is
+        for label, t in tensors:
+            if address := storage_address(t):
+                watched[address] = (
+                    f"{watched[address]}` / `{label}" if address in watched else label
+                )
         calls_before = [len(m.calls) for m in models]
+        rule = self.rules.get(qualname, Rule())
         self.depth += 1
         try:
-            with observing() as seen:
+            with observing(watched, integers=rule.lists_integers) as seen:
                 result = fn(*args, **kwargs)
         except Exception as exc:
             if hasattr(exc, "add_note") and not isinstance(exc, NotImplementedError):
@@ -176,7 +183,6 @@ class Guard:
         self.last = seen
         self._check(qualname, seen, saved, zip(models, calls_before, strict=True))
         _plain_tensors(qualname, result)
-        rule = self.rules.get(qualname, Rule())
         if rule.budget is not None:
             _within_budget(qualname, seen, rule.budget(bound), _describe(args[method:], kwargs))
         if rule.probe is not None:
@@ -205,6 +211,15 @@ class Guard:
                     f"{qualname} changed its argument `{label}` in place; inputs must be left "
                     "alone (the caller may still need them). Work on a copy or on new tensors"
                 )
+        if seen.inputs_written:
+            label, op = seen.inputs_written[0]
+            raise GuardFailure(
+                f"{qualname} wrote into its argument `{label}` during the call ({op}), though "
+                "it held the same values again by the end; inputs must be left alone for the "
+                "whole call, not only put back before returning (whatever else reads that memory "
+                "meanwhile, a view of it passed as another argument say, sees the changed "
+                "values). Work on a copy or on new tensors"
+            )
         rule = self.rules.get(qualname, Rule())
         used = sorted(rule.forbidden & seen.ops)
         if used:

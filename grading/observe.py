@@ -15,8 +15,11 @@
 - work taken off the books: `.numpy()`, `__array__` (what NumPy calls to read a tensor), DLPack
   export, bit-casting floating-point data to integers, and `.tolist()` of more than
   `TOLIST_LIMIT` floating-point elements in one call (in one piece or in many, also once
-  converted to integers) fail at once,
-  since no counter sees what happens to the numbers afterwards;
+  converted to integers; integer ones too where the guard says they are numbers to compute
+  with, not token ids) fail at once, since no counter sees what happens to the numbers
+  afterwards;
+- writes into the call's own arguments: every operator that writes into memory one of the
+  `watched` tensors owns is recorded, so a write undone before the call returns shows too;
 - work in other threads or processes, where no counter is on: starting a thread or a process
   fails at once.
 
@@ -45,7 +48,8 @@ from torch.utils.flop_counter import flop_registry, shape_wrapper
 # No more floating-point elements than this may be turned into Python lists in one call of an
 # implementation, in one piece or in many: the arithmetic that follows would run where no counter
 # sees it. Token ids and other integer tensors (the batching and speculative-decoding katas read
-# them) are not limited, nor are `.item()` calls.
+# them) are not limited, nor are `.item()` calls, except in a call whose guard counts integers
+# too (`observing(integers=True)`: positions a function computes with are numbers, not ids).
 TOLIST_LIMIT = 256
 
 
@@ -129,11 +133,13 @@ class Observation:
     read: int = 0  # elements every (non-view) op was given, summed: what reductions do
     ops: set[str] = field(default_factory=set)  # operator names, e.g. "mm", "softmax"
     launches: list[Launch] = field(default_factory=list)
-    listed: int = 0  # floating-point elements turned into Python lists (.tolist())
+    listed: int = 0  # elements of numbers turned into Python lists (.tolist())
     # Integer tensors whose values were converted from floating-point ones (x.long(), and what is
     # computed from those): their .tolist() counts as floating-point elements. By id, since a
     # tensor's == is elementwise; the value is the tensor itself, held weakly.
     from_floats: weakref.WeakValueDictionary = field(default_factory=weakref.WeakValueDictionary)
+    # (argument, operator) for every write into memory a watched argument owns
+    inputs_written: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def work(self) -> int:
@@ -145,9 +151,10 @@ class Observation:
 class _Counters(TorchDispatchMode):
     """FLOPs, the largest tensor and the operator names, in one pass over each PyTorch op."""
 
-    def __init__(self, seen: Observation) -> None:
+    def __init__(self, seen: Observation, watched: dict[int, str]) -> None:
         super().__init__()
         self.seen = seen
+        self.watched = watched  # storage address -> the argument that owns it
         self.paused = 0  # > 0 while a Triton kernel runs: its host copies are not the solution's
 
     @classmethod
@@ -182,6 +189,8 @@ class _Counters(TorchDispatchMode):
         if info.name in _CASTS or seen.from_floats:
             _mark_from_floats(seen, info.name, args, out)
         seen.ops.add(info.name)
+        if info.writes and self.watched:
+            self._note_writes(info, args, kwargs)
         if info.name in _PRODUCTS and isinstance(out, torch.Tensor):
             seen.multiplies += out.numel()
         elif info.name in _VECTOR_PRODUCTS:
@@ -205,6 +214,25 @@ class _Counters(TorchDispatchMode):
                     )
         return out
 
+    def _note_writes(self, info: _OpInfo, args: tuple, kwargs: dict) -> None:
+        """Record the watched arguments whose memory the operator wrote into."""
+        for position, name in info.writes:
+            if name in kwargs:
+                target = kwargs[name]  # out=, say
+            else:
+                target = args[position] if position < len(args) else None
+            for t in target if isinstance(target, (list, tuple)) else [target]:
+                if isinstance(t, torch.Tensor) and storage_address(t) in self.watched:
+                    self.seen.inputs_written.append((self.watched[storage_address(t)], info.name))
+
+
+def storage_address(t: torch.Tensor) -> int:
+    """Where the memory of `t` (and of every view of it) starts; 0 when it owns none."""
+    try:
+        return t.untyped_storage().data_ptr() if t.untyped_storage().nbytes() else 0
+    except (RuntimeError, NotImplementedError):  # a tensor without storage (sparse, say)
+        return 0
+
 
 @dataclass(frozen=True)
 class _OpInfo:
@@ -214,6 +242,7 @@ class _OpInfo:
     metadata: bool  # asks for sizes or strides: no work
     decomposes: bool  # no formula, but a decomposition into operators that may have one
     view: bool  # allocates nothing
+    writes: tuple[tuple[int, str], ...]  # (position, name) of each argument it writes into
     op: object  # the operator itself (the judge checks this entry against it)
 
 
@@ -278,8 +307,20 @@ def operator_info(func) -> _OpInfo:
     decomposes = formula is None and torch._C._dispatch_has_kernel_for_dispatch_key(
         func.name(), torch._C.DispatchKey.CompositeImplicitAutograd
     )
+    writes = tuple(
+        (position, argument.name)
+        for position, argument in enumerate(func._schema.arguments)
+        if argument.alias_info is not None and argument.alias_info.is_write
+    )
     return _OpInfo(
-        packet.__name__, formula, on_shapes, func in _METADATA_OPS, decomposes, func.is_view, func
+        packet.__name__,
+        formula,
+        on_shapes,
+        func in _METADATA_OPS,
+        decomposes,
+        func.is_view,
+        writes,
+        func,
     )
 
 
@@ -296,7 +337,7 @@ def _called_from_library(depth: int = 2) -> bool:
     return module is not None and vars(module) is frame.f_globals and module.__file__ == path
 
 
-def _off_the_books_patches(real: dict, seen: Observation) -> dict:
+def _off_the_books_patches(real: dict, seen: Observation, integers: bool) -> dict:
     """Replacements for the tensor methods that hand data out of PyTorch, for one call."""
 
     def numpy(self, *args, **kwargs):
@@ -319,11 +360,11 @@ def _off_the_books_patches(real: dict, seen: Observation) -> dict:
 
     def tolist(self):
         converted = seen.from_floats.get(id(self)) is self
-        if (self.is_floating_point() or self.is_complex() or converted) and (
-            not _called_from_library()
-        ):
+        numbers = self.is_floating_point() or self.is_complex() or converted or integers
+        if numbers and not _called_from_library():
             what = "converted from floating-point values, " if converted else ""
-            _listed(seen, self.numel(), f"a {self.dtype} tensor {what}of {self.numel()} elements")
+            what = f"a {self.dtype} tensor {what}of {self.numel()} elements"
+            _listed(seen, self.numel(), what, "integer or floating-point" if integers else None)
         return real["tolist"](self)
 
     def storage_tolist(self):
@@ -364,15 +405,15 @@ def _off_the_books_patches(real: dict, seen: Observation) -> dict:
     ]
 
 
-def _listed(seen: Observation, elements: int, what: str) -> None:
-    """Count floating-point elements turned into a Python list; fail past TOLIST_LIMIT."""
+def _listed(seen: Observation, elements: int, what: str, kind: str | None = None) -> None:
+    """Count the elements of numbers turned into a Python list; fail past TOLIST_LIMIT."""
     seen.listed += elements
     if seen.listed > TOLIST_LIMIT:
         raise OffTheBooks(
             f"off the books: the implementation called .tolist() on {what}, {seen.listed} "
-            f"floating-point elements in this call (more than {TOLIST_LIMIT}, in one piece or "
-            "in many); arithmetic on Python lists is invisible to the cost counters. Compute "
-            "with PyTorch operations"
+            f"{kind or 'floating-point'} elements in this call (more than {TOLIST_LIMIT}, in one "
+            "piece or in many); arithmetic on Python lists is invisible to the cost counters. "
+            "Compute with PyTorch operations"
         )
 
 
@@ -511,10 +552,15 @@ def _triton_patches(seen: Observation, counters: _Counters) -> list:
 
 
 @contextmanager
-def observing():
-    """Run the block under every counter; yields the Observation it fills."""
+def observing(watched: dict[int, str] | None = None, *, integers: bool = False):
+    """Run the block under every counter; yields the Observation it fills.
+
+    `watched` maps the storage address of each argument of the call (`storage_address`) to its
+    name: writes into them are recorded in `inputs_written`. With `integers`, integer tensors
+    count toward the `.tolist()` limit like floating-point ones.
+    """
     seen = Observation()
-    counters = _Counters(seen)
-    patches = _off_the_books_patches(_REAL_TENSOR_METHODS, seen) + _CONCURRENCY
+    counters = _Counters(seen, watched or {})
+    patches = _off_the_books_patches(_REAL_TENSOR_METHODS, seen, integers) + _CONCURRENCY
     with _patched(patches + _triton_patches(seen, counters)), counters:
         yield seen

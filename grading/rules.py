@@ -57,6 +57,9 @@ class Rule:
     probe: Callable[[Callable, dict], str | None] | None = None
     # From the arguments of a call that succeeded, by name: the most work it may do.
     budget: Callable[[dict], Budget] | None = None
+    # True: the function's integer tensors are numbers it computes with (positions), not token
+    # ids, so `.tolist()` of them counts toward the off-the-books limit (grading.observe).
+    lists_integers: bool = False
 
 
 def _heads(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int, int, int, int, int]:
@@ -194,6 +197,7 @@ RULES: dict[str, dict[str, Rule]] = {
         "linear_attention_step": _ATTENTION,
         "sliding_window_decode_step": _ATTENTION,
     },
+    "context_extension": {"rope_cos_sin": Rule(lists_integers=True)},
     "moe": {"moe_forward": Rule(budget=k_experts_per_token)},
     "serving": {"moe_feed_forward": Rule(budget=k_experts_of_the_mixture)},
 }

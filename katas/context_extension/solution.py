@@ -5,14 +5,15 @@ Run the tests with `nox -s context_extension` (or `pytest katas/context_extensio
 Conventions (those of Llama and Hugging Face Transformers): D = head_dim is even, pair i is the
 two dimensions (i, i + D/2), tables are laid out as cat([f, f], -1), and
 rotate_half(x) = cat(-x2, x1) over the two halves of the last dimension. Inputs are never
-modified. Every call returns new tensors, which the caller may change: a later call with the
-same arguments gives the same values. Every ValueError the tests expect is listed in each
-docstring (and in the README).
+modified, not even for a moment during a call. Every call returns new tensors, which the caller
+may change: a later call with the same arguments gives the same values. Every ValueError the
+tests expect is listed in each docstring (and in the README).
 
 Every call is checked by the harness (README, "Rules every call follows"):
-- no argument tensor is changed in place;
+- no argument tensor is changed in place, nor written to during the call (even if put back);
 - the work is done with PyTorch on tensors (no NumPy, no DLPack, no bit-casts, no
-  .tolist() of more than 256 float elements in a call);
+  .tolist() of more than 256 float elements in a call; in rope_cos_sin integer positions
+  count too);
 - the work happens in the call's own thread (no threads or processes);
 - results are plain torch.Tensor objects, never subclasses;
 - the judge (the harness, the tests, Hypothesis's settings) is left alone;
@@ -150,8 +151,10 @@ def alibi_bias(n_heads: int, q_len: int, k_len: int) -> torch.Tensor:
 
     bias[h, i, j] = -slope_h * (p_i - j) with p_i = i + k_len - q_len: bottom-right aligned, the
     last query is the newest key. No causal mask inside (keys after p_i get a positive bias).
-    Any lengths >= 0, e.g. one decoding query over 10**5 keys. ValueError for n_heads not an
-    int >= 1, or q_len or k_len not an int >= 0.
+    Any lengths >= 0, e.g. one decoding query over 10**5 keys. Distances stay exact past 2**24
+    keys, where float32 can no longer count by one: count positions in integers and convert
+    only the distances. ValueError for n_heads not an int >= 1, or q_len or k_len not an
+    int >= 0.
     """
     # TODO(level 3): -slope * distance, with the queries aligned bottom-right
     raise NotImplementedError("level 3: alibi_bias is not implemented yet")

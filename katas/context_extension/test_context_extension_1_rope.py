@@ -14,7 +14,7 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from grading.cost import count_flops, count_multiplies, largest_tensor
+from grading.cost import count_flops, count_multiplies, largest_tensor, measure
 from grading.devices import float_dtypes
 from grading.errors import BadCall, assert_value_error
 from grading.strategies import lengths, randn, seeds
@@ -253,6 +253,19 @@ def test_one_decoding_step_far_out(impl, position, dtype):
         assert_close(sin, expected_sin, name=f"sin {where}", hint=hint)
 
 
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16], ids=str)
+def test_rope_cos_sin_of_a_long_prompt(impl, dtype):
+    # The tables of a 3000-token prompt in one call, a million tokens in where the dtype allows.
+    start = 0 if dtype == torch.int16 else 1_000_000
+    positions = torch.arange(start, start + 3000).to(dtype)
+    inv_freq = impl.rope_inv_freq(64, 500000.0)
+    cos, sin = impl.rope_cos_sin(positions, inv_freq)
+    expected_cos, expected_sin = cos_sin_oracle(positions, inv_freq)
+    where = f"({dtype} positions {start} .. {start + 2999})"
+    assert_close(cos, expected_cos, name=f"cos {where}", hint=f"cat([f, f]) layout; {PRECISION}")
+    assert_close(sin, expected_sin, name=f"sin {where}", hint=f"cat([f, f]) layout; {PRECISION}")
+
+
 # ----------------------------------------------------------------------------------------------
 # Cost: RoPE is elementwise work
 
@@ -314,6 +327,52 @@ def test_tables_are_the_callers_own(impl, d, base, n, scribble):
             )
         for t in (inv_freq, cos, sin):
             t.fill_(float("nan") if scribble == "nan" else 0.0)
+
+
+@given(d=st.sampled_from([16, 64, 128]), n=st.integers(16, 64), base=bases, seed=seeds())
+@example(d=128, n=64, base=500000.0, seed=0)
+def test_rope_answers_follow_their_inputs(impl, d, n, base, seed):
+    """Every call computes from the values it is given: called again on the very same tensors
+    (at the cost of computing), on the same tensors changed in place, and on a new one-position
+    tensor per decoding step."""
+    gen = torch.Generator().manual_seed(seed)
+    positions = torch.randint(1, 10**6, (n,), generator=gen)
+    inv_freq = inv_freq_oracle(d, base).float()
+    x = randn((2, n, d), seed=seed)
+    # measure: again on fresh values, on those same tensors, then after changing them in place.
+    (cos, sin), _ = measure(impl.rope_cos_sin, positions, inv_freq)
+    measure(impl.apply_rope, x, cos, sin)
+    memory = (
+        "a memory of earlier calls keyed on the tensors (their id, data pointer or version) "
+        "answers with stale numbers: compute from the values on every call"
+    )
+    for step in range(3):  # the same tensor objects, new values each time
+        positions.copy_(torch.randint(1, 10**6, (n,), generator=gen))
+        inv_freq.mul_(0.5)
+        x.copy_(randn((2, n, d), seed=seed + step + 1))
+        cos, sin = impl.rope_cos_sin(positions, inv_freq)
+        expected_cos, expected_sin = cos_sin_oracle(positions, inv_freq)
+        changed = f"after positions and inv_freq were changed in place ({step + 1}x)"
+        assert_close(cos, expected_cos, name=f"cos {changed}", hint=memory)
+        assert_close(sin, expected_sin, name=f"sin {changed}", hint=memory)
+        cos, sin = expected_cos.float(), expected_sin.float()
+        assert_close(
+            impl.apply_rope(x, cos, sin),
+            rotate_pairs_oracle(x, cos, sin),
+            name=f"apply_rope after x, cos and sin were changed in place ({step + 1}x)",
+            hint=memory,
+        )
+    for step in range(4):  # decoding: a new [1] tensor per step, perhaps at a freed one's id
+        position = torch.tensor([1000 * step + seed % 1000])
+        cos, sin = impl.rope_cos_sin(position, inv_freq)
+        expected_cos, _ = cos_sin_oracle(position, inv_freq)
+        assert_close(
+            cos,
+            expected_cos,
+            name=f"cos at decoding step {step} (position {int(position)})",
+            hint=f"each step passes a new positions tensor, which Python may give the id of the "
+            f"last one, freed; {memory}",
+        )
 
 
 @given(

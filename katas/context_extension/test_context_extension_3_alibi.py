@@ -97,6 +97,30 @@ def test_alibi_bias_at_the_edges(impl, q_len, k_len):
     )
 
 
+# Past 2**24 float32 can no longer count by one (2**24 + 1 rounds to 2**24): one query, or two,
+# over a cache that long.
+BEYOND_FLOAT32_COUNTING = [(1, 2**24 + 3), (1, 2**24 + 1000), (2, 2**24 + 4)]
+
+
+@pytest.mark.parametrize(("q_len", "k_len"), BEYOND_FLOAT32_COUNTING, ids=str)
+def test_alibi_bias_past_two_to_the_24_keys(impl, q_len, k_len):
+    got = impl.alibi_bias(2, q_len, k_len)  # slopes 1/16 and 1/256
+    assert tuple(got.shape) == (2, q_len, k_len), f"wrong shape {tuple(got.shape)}"
+    slopes = torch.tensor([1 / 16, 1 / 256], dtype=F64)[:, None, None]
+    query_pos = torch.arange(q_len, dtype=F64)[:, None] + (k_len - q_len)  # (Nq, 1), exact
+    for which, keys in (("newest", range(k_len - 64, k_len)), ("oldest", range(64))):
+        key_pos = torch.tensor(keys, dtype=F64)[None, :]  # (1, 64)
+        assert_close(
+            got[:, :, keys.start : keys.stop],
+            -slopes * (query_pos - key_pos),
+            name=f"the bias at the {which} 64 of {k_len} keys",
+            hint="past 2**24 = 16,777,216 a float32 position is rounded to an even number, so "
+            "neighbouring keys share a position and a distance of 1 comes out as 0 or 2. Count "
+            "positions and distances in integers (torch.arange without a float dtype) and "
+            "convert only the distances to float32",
+        )
+
+
 # ----------------------------------------------------------------------------------------------
 # Properties
 

@@ -18,7 +18,7 @@ Conventions (the same as the FlashAttention kata):
   from k's; q, k and v that do not share one dtype and one device.
 
 Every call is checked by the harness (README, "Rules every call follows"):
-- no argument tensor is changed in place;
+- no argument tensor is changed in place, nor written to during the call (even if put back);
 - the work is done with PyTorch on tensors (no NumPy, no DLPack, no bit-casts, no
   .tolist() of more than 256 float elements in a call);
 - the work happens in the call's own thread (no threads or processes);
@@ -110,7 +110,8 @@ def linear_attention_step(q_t, k_t, v_t, state=None):
     Returns (o_t (B, H, Dv) in q_t's dtype, the new state). Memory does not grow with the
     number of steps, and thousands of steps still match linear_attention; the state passed in
     is not modified. Several streams may decode in turn, states of the same shape included:
-    the state returned is the caller's, never storage a later call writes again.
+    the state returned is the caller's, never storage a later call writes again, and the caller
+    may resume from any state it kept, however many steps back.
     ValueError: q_t, k_t or v_t that is not a 3-D float tensor; k_t not (B, Hkv, D) with Hkv
     dividing H, or v_t not (B, Hkv, Dv); q_t, k_t and v_t of different dtypes or devices; a
     state whose S is not (B, H, D, Dv) or whose z is not (B, H, D).
@@ -195,6 +196,8 @@ def sliding_window_decode_step(q_t, k_t, v_t, cache, *, rope_base=10000.0, sm_sc
     k_t and v_t to the cache, then attend with q_t over the keys it returns, scaled by sm_scale
     (1 / sqrt(D) when None). Returns o_t (B, H, D) in q_t's dtype: row p of
     sliding_window_attention over the rotated sequence, still exact after thousands of steps.
+    Each cache is one stream: caches of the same shape may decode in turn, or one start after
+    another; attend only over the keys of the cache given, keeping nothing between calls.
     ValueError: q_t not (B, H, D) or k_t not (B, Hkv, D) with Hkv dividing H; an odd D; v_t that
     does not fit the cache (from append); q_t, k_t and v_t of different dtypes or devices.
     """

@@ -254,6 +254,33 @@ def test_two_interleaved_streams_of_the_same_shape_stay_apart(impl, case, other_
         )
 
 
+@given(case=cases(max_len=12, same_length=True), other_seed=seeds())
+@example(case=AttentionCase(H=2, Hkv=1, Nq=5, Nk=5, D=4, Dv=3), other_seed=1)
+def test_linear_attention_states_are_kept_and_resumed(impl, case, other_seed):
+    """Every state a step returns stays the caller's: one stream keeps them all while another
+    stream of the same shape decodes in between, then resumes from each of them, the oldest last.
+    Each resumed step must equal a fresh computation."""
+    q, k, v = case.tensors()
+    other = case.reseeded(other_seed).tensors()  # (q, k, v) of another stream, the same shapes
+    states, other_state = [None], None  # states[t]: the state after t steps
+    for t in range(case.Nq):
+        _, state = impl.linear_attention_step(q[:, :, t], k[:, :, t], v[:, :, t], states[-1])
+        states.append(state)
+        _, other_state = impl.linear_attention_step(*(x[:, :, t] for x in other), other_state)
+    expected = linear_attention_oracle(q, k, v, causal=True)  # (B, H, N, Dv)
+    for t in reversed(range(case.Nq)):
+        o_t, _ = impl.linear_attention_step(q[:, :, t], k[:, :, t], v[:, :, t], states[t])
+        assert_close(
+            o_t,
+            expected[:, :, t],
+            name=f"step {t} resumed from the state returned {case.Nq - t} step(s) before the last",
+            hint="a state a step returned is the caller's to keep: resuming from one returned "
+            "several steps ago (a beam, a rollback) must continue that history exactly. A buffer "
+            "kept between calls and written again (two that alternate, say) overwrites states the "
+            "caller still holds: return new tensors from every step",
+        )
+
+
 @given(case=cases(max_len=80, same_length=True), data=st.data())
 def test_linear_attention_future_never_changes_the_past(impl, case: AttentionCase, data):
     q, k, v = case.tensors()

@@ -205,6 +205,43 @@ def test_decoding_equals_sliding_window_attention(impl, case, rope_base, sm_scal
     )
 
 
+@given(case=decode_cases(), other_seed=seeds())
+@example(case=(1, 2, 1, 8, 3, 7, torch.float32, 0), other_seed=1)
+def test_decoding_streams_stay_apart(impl, case, other_seed):
+    """Each cache is one stream: two of the same shape decoded in turn, then a third started
+    after them, each attend over their own tokens only."""
+    B, H, Hkv, D, window, steps, dtype, seed = case
+
+    def stream(s):  # (q, k, v) of one stream
+        q = randn((B, H, steps, D), seed=s, dtype=dtype)
+        return q, *(randn((B, Hkv, steps, D), seed=s + i, dtype=dtype) for i in (1, 2))
+
+    streams = [stream(seed), stream(other_seed)]
+    caches = [impl.RollingKVCache(window, B, Hkv, D, dtype=dtype) for _ in streams]
+    outs = [[], []]
+    for t in range(steps):
+        for i, (q, k, v) in enumerate(streams):
+            step = impl.sliding_window_decode_step(q[:, :, t], k[:, :, t], v[:, :, t], caches[i])
+            outs[i].append(step)
+    apart = (
+        "each step reads and writes only the cache it is given: keep nothing between calls "
+        "outside it (a module-level list of past keys, say), or streams decoded in turn, or one "
+        "started after another, see each other's tokens"
+    )
+    for i, (q, k, v) in enumerate(streams):
+        assert_close(
+            torch.stack(outs[i], dim=2),
+            decode_oracle(q, k, v, window, dtype),
+            name=f"stream {i} of two decoded in turn",
+            hint=apart,
+        )
+    q, k, v = stream(seed + 3)
+    out, _ = decode(impl, q, k, v, window, dtype)
+    assert_close(
+        out, decode_oracle(q, k, v, window, dtype), name="a stream started after two", hint=apart
+    )
+
+
 def test_decoding_reads_strided_inputs(impl):
     q, k, v = (randn((2, 2, 6, 8), seed=s) for s in range(3))
     views = [strided_like_a_model(t, pad) for t, pad in zip((q, k, v), (0, 2, 5), strict=True)]
