@@ -30,7 +30,7 @@ MINIMUM = {
     "efficient_attention": 44,
     "flash_attention": 37,
     "kv_cache": 43,
-    "moe": 31,
+    "moe": 34,
     "speculative_decoding": 38,
     "serving": 35,
 }
