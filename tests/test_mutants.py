@@ -31,7 +31,7 @@ MINIMUM = {
     "flash_attention": 37,
     "kv_cache": 43,
     "moe": 34,
-    "speculative_decoding": 38,
+    "speculative_decoding": 39,
     "serving": 35,
 }
 DEFAULT_MINIMUM = 12
