@@ -53,10 +53,18 @@ def as_requests(impl, specs: list[WorkloadRequest]) -> list:
 
 
 @st.composite
-def workloads(draw, max_requests: int = 6, max_new: int = 10, max_arrival: int = 12):
+def workloads(
+    draw,
+    max_requests: int = 6,
+    max_new: int = 10,
+    max_arrival: int = 12,
+    max_prompt: int = MAX_SEQ_LEN,
+    min_requests: int = 1,
+):
     """Requests with unique ids (not in arrival order), unique first prompt tokens, prompt
-    lengths from 1 to the model's maximum, max_new_tokens from 1, arrivals bunched or spread."""
-    n = draw(st.integers(1, max_requests), label="requests")
+    lengths from 1 to `max_prompt` (the model's maximum), max_new_tokens from 1, arrivals
+    bunched or spread."""
+    n = draw(st.integers(min_requests, max_requests), label="requests")
     ids = draw(st.lists(st.integers(0, 999), min_size=n, max_size=n, unique=True), label="ids")
     base = draw(st.integers(0, VOCAB - 1), label="first token")
     firsts = [(base + 5 * i) % VOCAB for i in range(n)]  # all different: 5 and 64 are coprime
@@ -64,7 +72,7 @@ def workloads(draw, max_requests: int = 6, max_new: int = 10, max_arrival: int =
     gen = torch.Generator().manual_seed(draw(seeds(), label="prompt seed"))
     specs = []
     for i in range(n):
-        P = draw(lengths(MAX_SEQ_LEN), label=f"prompt length {i}")
+        P = draw(lengths(max_prompt), label=f"prompt length {i}")
         max_new_tokens = draw(st.integers(1, min(max_new, MAX_SEQ_LEN - P + 1)), label="new")
         arrival = draw(st.integers(0, spread), label=f"arrival {i}")
         prompt = [firsts[i]] + torch.randint(0, VOCAB, (P - 1,), generator=gen).tolist()
@@ -473,12 +481,27 @@ def check_no_slot_left_empty(trace: Trace, steps: list[int], limits: Limits) -> 
         head = queue[0]
         chunk = min(len(specs[head].prompt) + trace.generated_before(head, c), left)
         free = math.inf if limits.kv_blocks is None else limits.kv_blocks - limits.used(trace, c)
+        victims = [specs[r].id for r in preempted_before(trace, c)]
         assert limits.blocks(chunk) > free, (
             f"step {steps[c]}: request {specs[head].id} (arrived at step {specs[head].arrival}) "
             f"waited while a slot ({len(trace.live(c))} of {limits.max_batch_size} taken), "
             f"{left} tokens of budget and {free} free blocks could have taken it; arrived "
             "requests join free slots at once"
+            + (
+                f". Request(s) {victims} were preempted in this step: the blocks a preemption "
+                "frees are free for the queue in that same step (the victim's own rejoin "
+                "included), so admission still runs after a preemption"
+                if victims
+                else ""
+            )
         )
+
+
+def preempted_before(trace: Trace, c: int) -> list[int]:
+    """Requests whose cache was last fed at call c - 1 though they had tokens to come: in a call
+    c with budget left (no running request skipped), they were preempted in its scheduling."""
+    unfinished = [s for s in trace.segments if s.last_call == c - 1]
+    return [s.request for s in unfinished if (trace.last_call(s.request) or 0) > c - 1]
 
 
 def check_first_come_first_served(trace: Trace, steps: list[int]) -> None:

@@ -112,6 +112,42 @@ def test_kv_blocks_are_never_over_committed_and_preemption_is_exact(impl, case):
     check_preemption(trace, steps, limits)
 
 
+@st.composite
+def preemption_cases(draw):
+    """Two to five short requests arriving together into a pool of blocks of 1 or 2 tokens
+    barely large enough for the largest: about half of these schedules preempt a request in a
+    step in which the queue's head (the victim itself, or a request behind it) then fits."""
+    specs = draw(workloads(max_requests=5, max_arrival=3, max_prompt=16, min_requests=2))
+    block_size = draw(st.sampled_from([1, 2]), label="block_size")
+    largest = max(-(-(len(s.prompt) + s.max_new_tokens - 1) // block_size) for s in specs)
+    kv_blocks = largest + draw(st.integers(0, 3), label="spare blocks")
+    budget = draw(st.sampled_from([None, 1, 2, 3]), label="max_tokens_per_step")
+    return specs, Limits(draw(st.sampled_from([2, 3]), label="max_batch_size"), budget, kv_blocks,
+                         block_size)  # fmt: skip
+
+
+@given(case=preemption_cases())
+@example(  # step 6: request 1 is preempted, and rejoins at once in the blocks it freed
+    case=(
+        [
+            WorkloadRequest(0, [37, 14, 58, 35, 13], 6, 0),
+            WorkloadRequest(1, [1, 11, 52, 14, 5], 1, 1),
+            WorkloadRequest(2, [20, 14, 57, 21], 7, 1),
+        ],
+        Limits(2, 2, 12, 1),
+    )
+)
+def test_a_preemption_step_still_admits_whoever_fits(impl, case):
+    specs, limits = case
+    note(f"{limits}")
+    trace, steps = run_and_check_all(impl, specs, limits)
+    check_limits(trace, steps, limits)
+    check_preemption(trace, steps, limits)
+    check_no_slot_left_empty(trace, steps, limits)
+    check_first_come_first_served(trace, steps)
+    check_oldest_admitted_first(trace, steps, limits)
+
+
 def test_preemption_recomputes_within_the_counted_cost(impl, figures):
     specs, limits = PREEMPTING
     model = make_model(0, torch.float64)

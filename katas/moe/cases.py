@@ -111,11 +111,13 @@ CROWDED_CAPACITIES = [2048, 2049, 2051]
 
 
 @st.composite
-def routing_specs(draw, *, max_tokens: int = 33) -> RoutingSpec:
+def routing_specs(draw, *, max_tokens: int = 33, crowded: bool | None = None) -> RoutingSpec:
     """Routings with no capacity limit, one from a capacity factor, or the extremes 0, 1, T·k;
-    small ones, and crowded ones with more than 2048 assignments to one expert."""
+    small ones, and crowded ones with more than 2048 assignments to one expert (only crowded
+    ones with `crowded=True`)."""
     E = draw(st.sampled_from(EXPERT_COUNTS + [16, 64]))
-    crowded = draw(st.booleans(), label="more than 2048 assignments to one expert")
+    if crowded is None:
+        crowded = draw(st.booleans(), label="more than 2048 assignments to one expert")
     T = draw(st.sampled_from(CROWDED_TOKENS) if crowded else lengths(max_tokens), label="T")
     k = draw(st.integers(1, min(E, 3) if crowded else E), label="k")
     from_factors = [math.ceil(f * T * k / E) for f in CAPACITY_FACTORS]
@@ -127,6 +129,29 @@ def routing_specs(draw, *, max_tokens: int = 33) -> RoutingSpec:
         seed=draw(seeds()),
         skew=draw(st.sampled_from([8.0] if crowded else [0.0, 0.5, 2.0]), label="skew"),
         capacity=draw(st.sampled_from(capacities), label="capacity"),
+    )
+
+
+# Skews the crowded layers draw: at 30 all tokens but a rare few choose expert 0 first (the
+# router's other features move two experts' logits apart by about sqrt(2 (d - 1)) <= 5.5), so
+# its group holds all T > 2048; at 8 most tokens do and the rest spread over the next experts.
+CROWDED_SKEWS = [8.0, 30.0]
+
+
+@st.composite
+def crowded_layer_specs(draw) -> LayerSpec:
+    """Layers of 2049 or 2501 tokens in float16 or bfloat16, skewed so that one expert is sent
+    more than 2048 of them: past the integers float16 holds exactly (bfloat16 stops at 256)."""
+    E = draw(st.sampled_from(EXPERT_COUNTS))
+    return LayerSpec(
+        T=draw(st.sampled_from(CROWDED_TOKENS), label="T"),
+        d=draw(widths()),
+        h=draw(widths()),
+        E=E,
+        k=draw(st.integers(1, min(E, 3)), label="k"),
+        dtype=draw(st.sampled_from([torch.float16, torch.bfloat16]), label="dtype"),
+        seed=draw(seeds()),
+        skew=draw(st.sampled_from(CROWDED_SKEWS), label="skew"),
     )
 
 
@@ -203,6 +228,21 @@ def moe_oracle(x, gate_w, w1, w3, w2, k, capacity_factor=None, *, dtype=torch.fl
             if kept[t, r]:
                 e = int(experts[t, r])
                 y[t] += weights[t, r] * expert_oracle(x[t], w1[e], w3[e], w2[e], dtype=dtype)
+    return y
+
+
+def grouped_moe_oracle(x, gate_w, w1, w3, w2, k, capacity_factor=None, *, dtype=torch.float64):
+    """moe_oracle for thousands of tokens: each expert runs once on all T tokens, in `dtype`,
+    and every kept assignment adds its weight times its expert's row for its token: [T, d]."""
+    T, E = x.shape[0], gate_w.shape[0]
+    weights, experts = route_oracle(router_logits(x, gate_w), k)  # (T, k), (T, k)
+    capacity = None if capacity_factor is None else capacity_oracle(T, k, E, capacity_factor)
+    kept = kept_oracle(experts, E, capacity)  # (T, k)
+    outputs = torch.stack([expert_oracle(x, w1[e], w3[e], w2[e], dtype=dtype) for e in range(E)])
+    tokens = torch.arange(T)
+    y = torch.zeros(T, x.shape[1], dtype=torch.float64)
+    for r in range(k):  # outputs[experts[t, r], t]: token t's r-th expert on token t, (T, d)
+        y += (weights[:, r] * kept[:, r])[:, None] * outputs[experts[:, r], tokens]
     return y
 
 

@@ -5,8 +5,11 @@ Run the tests with `nox -s moe` (or `pytest katas/moe`).
 Short names: T tokens, d model width, h expert hidden width, E experts, k experts per token,
 N kept assignments (N = T·k without a capacity limit), C an expert's capacity. Inputs are never
 modified, but may change between calls (weights updated in place): read their values on every
-call. One expert may receive more than 2,048 assignments (float16 counts stop there): count in
-integers. Every ValueError the tests expect is listed in each docstring (and in the README).
+call. One expert may receive more than 2,048 assignments (float16 counts stop there, bfloat16
+ones at 256): count in integers, never in x's or the logits' dtype. T = 0 (no tokens) is valid
+everywhere but in the two losses: it gives empty results ([0, k] weights and experts, a plan
+with N = 0 and counts of 0, [0, d] outputs). Every ValueError the tests expect is listed in each
+docstring (and in the README).
 
 Every call is checked by the harness (README, "Rules every call follows"):
 - no argument tensor is changed in place;
@@ -150,7 +153,7 @@ def moe_forward(x, gate_w, w1, w3, w2, k, capacity_factor=None) -> torch.Tensor:
     broadcasting, and no tensor exceeds T·k·max(E, d, h) elements. capacity_factor None means no
     limit; otherwise each expert serves its first C = expert_capacity(T, k, E, capacity_factor)
     assignments in priority order, a dropped assignment adds 0, and the token's other weights
-    are NOT renormalised.
+    are NOT renormalised. T = 0 gives an empty y [0, d].
     ValueError (naming the argument) for shapes that do not fit together, w1/w3/w2 not in x's
     dtype, k not an int in 1..E, and a capacity_factor that is not a finite number > 0.
     """

@@ -135,6 +135,23 @@ def test_route_picks_the_top_k_with_renormalised_weights(
     check_route(impl, randn((T, E), seed=seed, dtype=dtype, scale=scale), k)
 
 
+@pytest.mark.parametrize("dtype", LAYER_DTYPES, ids=str)
+@pytest.mark.parametrize(("E", "k"), [(1, 1), (3, 2), (8, 1), (8, 8)])
+def test_route_of_no_tokens_is_empty(impl, E, k, dtype):
+    # A batch with no tokens is valid (README): [0, k] float32 weights and int64 experts.
+    try:
+        check_route(impl, torch.zeros(0, E, dtype=dtype), k)
+    except NotImplementedError:  # a level not written yet
+        raise
+    except (RuntimeError, IndexError, ValueError) as error:
+        raise AssertionError(
+            f"route(logits of shape [0, {E}], {k}) raised {type(error).__name__}: {error}\n"
+            "T = 0 tokens is a valid batch: return weights and experts of shape [0, k] (softmax, "
+            "topk and sums all work on empty tensors; a check like T >= 1 or a reduction over "
+            "the tokens fails)"
+        ) from error
+
+
 @pytest.mark.parametrize(
     ("dtype", "scale"),
     [

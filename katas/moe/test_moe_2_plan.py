@@ -254,6 +254,41 @@ def test_plan_keeps_at_most_capacity_in_priority_order(impl, spec: RoutingSpec):
     )
 
 
+@pytest.mark.parametrize("capacity", [None, 0, 1, 2049], ids=lambda c: f"capacity {c}")
+@pytest.mark.parametrize(("E", "k"), [(1, 1), (3, 2), (8, 8)])
+def test_plan_and_load_of_no_tokens_are_empty(impl, E, k, capacity):
+    # A batch with no tokens is valid (README): nothing to plan, every count 0.
+    experts = torch.zeros(0, k, dtype=torch.int64)  # (T = 0, k)
+    call = f"(experts of shape [0, {k}], {E}, capacity={capacity})"
+    try:
+        plan = impl.plan_dispatch(experts, E, capacity=capacity)
+        load = impl.expert_load(experts, E, capacity=capacity)
+    except NotImplementedError:  # a level not written yet
+        raise
+    except (RuntimeError, IndexError, ValueError) as error:
+        raise AssertionError(
+            f"plan_dispatch or expert_load{call} raised {type(error).__name__}: {error}\n"
+            "T = 0 tokens is a valid batch: an empty plan (N = 0) and counts of 0 for every "
+            "expert; check the experts' index range only when there are indices to check "
+            "(experts.min() of an empty tensor fails)"
+        ) from error
+    got = {
+        "plan.token": plan.token,
+        "plan.rank": plan.rank,
+        "plan.counts": plan.counts,
+        "load.routed": load.routed,
+        "load.kept": load.kept,
+    }
+    expected = {"plan.token": [], "plan.rank": [], "plan.counts": [0] * E}
+    expected |= {"load.routed": [0] * E, "load.kept": [0] * E}
+    for name, tensor in got.items():
+        assert tensor.dtype == torch.int64 and tensor.tolist() == expected[name], (
+            f"{name} of plan_dispatch / expert_load{call}: expected the int64 values "
+            f"{expected[name]}, got {tensor.dtype} {tensor.tolist()}: no tokens means no "
+            "assignments, an empty plan and a count of 0 for each of the E experts"
+        )
+
+
 @given(spec=routing_specs())
 def test_expert_load_reports_routed_and_kept(impl, spec: RoutingSpec):
     experts = spec.experts()

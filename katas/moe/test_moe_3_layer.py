@@ -25,8 +25,10 @@ from katas.moe.cases import (
     RoutingSpec,
     bad_input_table,
     capacity_oracle,
+    crowded_layer_specs,
     dense_mixture_oracle,
     expert_oracle,
+    grouped_moe_oracle,
     kept_oracle,
     layer_specs,
     moe_oracle,
@@ -444,6 +446,70 @@ def test_moe_forward_with_capacity_matches_oracle(impl, spec: LayerSpec, factor)
         dtype=spec.dtype,
         hint=CAPACITY_RULE,
     )
+
+
+@given(spec=crowded_layer_specs(), factor=st.sampled_from([None, *CAPACITY_FACTORS]))
+@example(  # all 2049 tokens to expert 0: float16 makes the count 2048
+    spec=LayerSpec(T=2049, d=4, h=4, E=2, k=1, dtype=torch.float16, seed=0, skew=30.0),
+    factor=None,
+)
+@example(
+    spec=LayerSpec(T=2501, d=8, h=8, E=3, k=2, dtype=torch.bfloat16, seed=1, skew=8.0),
+    factor=1.0,
+)
+def test_moe_forward_counts_groups_past_float16_integers(impl, spec: LayerSpec, factor):
+    layer = spec.build()
+    _, experts = route_oracle(router_logits(layer.x, layer.gate_w), spec.k)
+    routed = torch.bincount(experts.reshape(-1), minlength=spec.E).tolist()
+    note(f"routed per expert: {routed}")
+    y = impl.moe_forward(*layer, spec.k, capacity_factor=factor)
+    assert_like_oracle(
+        y,
+        lambda dtype: grouped_moe_oracle(*layer, spec.k, factor, dtype=dtype),
+        dtype=spec.dtype,
+        hint=f"{spec.T} tokens, {max(routed)} assignments to one expert: float16 holds the "
+        "integers exactly only up to 2048 (bfloat16 up to 256), so a group size, position or "
+        f"offset counted in x's {spec.dtype} (a sum or cumsum of a routing mask in that dtype) "
+        "comes out wrong and rows land in the wrong expert's group or are never computed. "
+        "Count in int64 (torch.bincount, plan.counts)",
+    )
+
+
+@given(spec=layer_specs(), factor=st.sampled_from([None, *CAPACITY_FACTORS]))
+def test_the_layer_of_no_tokens_is_empty(impl, spec: LayerSpec, factor):
+    # A batch with no tokens is valid (README): every step of the layer returns [0, ...] tensors.
+    spec = dataclasses.replace(spec, T=0)
+    x, gate_w, w1, w3, w2 = spec.build()  # x (0, d)
+    empty = torch.zeros(0, dtype=torch.int64)
+    plan = impl.DispatchPlan(token=empty, rank=empty, counts=torch.zeros(spec.E, dtype=torch.int64))
+    weights = torch.zeros(0, spec.k)  # (0, k) float32
+    calls = {
+        "expert_mlp(x [0, d], ...)": lambda: impl.expert_mlp(x, w1[0], w3[0], w2[0]),
+        "dispatch(x [0, d], empty plan)": lambda: impl.dispatch(x, plan),
+        "combine(expert_out [0, d], weights [0, k], empty plan, 0)": lambda: impl.combine(
+            x, weights, plan, 0
+        ),
+        f"moe_forward(x [0, d], ..., k={spec.k}, capacity_factor={factor})": lambda: (
+            impl.moe_forward(x, gate_w, w1, w3, w2, spec.k, capacity_factor=factor)
+        ),
+    }
+    for call, run in calls.items():
+        try:
+            y = run()
+        except NotImplementedError:  # a level not written yet
+            raise
+        except (RuntimeError, IndexError, ValueError) as error:
+            raise AssertionError(
+                f"{call} raised {type(error).__name__}: {error}\nT = 0 tokens is a valid batch: "
+                "return an empty [0, d] tensor in x's dtype. Every expert's group is empty, so "
+                "nothing runs; joining a list of the experts' outputs (torch.cat of an empty "
+                "list) or checking T >= 1 fails"
+            ) from error
+        assert isinstance(y, torch.Tensor) and y.shape == (0, spec.d) and y.dtype == spec.dtype, (
+            f"{call}: expected an empty tensor of shape [0, d] = {(0, spec.d)} and dtype "
+            f"{spec.dtype}, got {type(y).__name__} "
+            f"{getattr(y, 'dtype', '')} {tuple(getattr(y, 'shape', ()))}"
+        )
 
 
 # ----------------------------------------------------------------------------------------------

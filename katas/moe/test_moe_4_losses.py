@@ -187,6 +187,32 @@ def test_load_balancing_loss_matches_oracle_and_its_gradient(impl, spec: Routing
     )
 
 
+@given(
+    spec=routing_specs(crowded=True),
+    dtype=st.sampled_from([torch.float16, torch.bfloat16]),
+    scale=st.sampled_from([0.0, 0.5, 3.0]),
+)
+@example(  # all 2049 tokens to expert 0 with equal logits: E · f_0 · P_0 = 2 · 1 · 1/2 = 1
+    spec=RoutingSpec(T=2049, E=2, k=1, seed=0, skew=8.0), dtype=torch.float16, scale=0.0
+)
+def test_load_balancing_loss_counts_past_float16_integers(impl, spec: RoutingSpec, dtype, scale):
+    experts = spec.experts()
+    routed = torch.bincount(experts.reshape(-1), minlength=spec.E)
+    logits = randn((spec.T, spec.E), seed=spec.seed + 1, scale=scale, dtype=dtype)
+    loss = impl.load_balancing_loss(logits, experts)
+    assert_close(
+        loss.detach().reshape(()),
+        load_balancing_oracle(logits, experts),
+        dtype=torch.float32,
+        scale=1.0,  # the loss at balance
+        name=f"load_balancing_loss of {dtype} logits, {spec.T} tokens",
+        hint=f"one expert is sent {int(routed.max())} assignments: float16 holds the integers "
+        "exactly only up to 2048 (bfloat16 up to 256), so f_e counted in the logits' dtype (a "
+        "one-hot mask summed in float16) is off. Count in integers (torch.bincount), then divide "
+        "by T·k in float32",
+    )
+
+
 # ----------------------------------------------------------------------------------------------
 # The z-loss
 

@@ -64,9 +64,11 @@ def accept_reject(
     For i = 0, 1, ...: accept x_i with probability min(1, p[i, x_i] / q[i, x_i]). At the first
     rejection, draw one token from residual_distribution(p[i], q[i]) and stop. If all k are
     accepted, draw the bonus token from p[k]. Returns [x_0 ... x_{j-1}, that token]: j + 1 tokens
-    (int64), 0 <= j <= k. Every random number comes from `generator` (torch.rand,
-    torch.multinomial, ... with generator=generator); with generator=None, from torch's global
-    generator (torch.manual_seed fixes the draws; never a generator of your own, fixed seed).
+    (int64), 0 <= j <= k. k = 0 is valid (draft_tokens [0], q [0, V], p [1, V]: nothing was
+    proposed): the output is one token drawn from p[0]. Every random number comes from
+    `generator` (torch.rand, torch.multinomial, ... with generator=generator); with
+    generator=None, from torch's global generator (torch.manual_seed fixes the draws; never a
+    generator of your own, fixed seed).
     ValueError (naming the argument) unless draft_tokens is an int64 tensor [k] of ids in
     0 .. V - 1, q is [k, V] and p is [k + 1, V].
     """

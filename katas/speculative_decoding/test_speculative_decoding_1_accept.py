@@ -143,6 +143,52 @@ def test_the_first_rejection_ends_the_round(impl, k, V, seed):
     )
 
 
+def accept_nothing(impl, p: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """accept_reject(p [1, V], q [0, V], draft_tokens [0]): a round that proposed nothing."""
+    __tracebackhide__ = True
+    V = p.shape[1]
+    try:
+        out = impl.accept_reject(p, p[:0].clone(), torch.zeros(0, dtype=torch.long), gen)
+    except NotImplementedError:  # the level is not written yet
+        raise
+    except (RuntimeError, IndexError, ValueError) as error:
+        raise AssertionError(
+            f"accept_reject(p [1, {V}], q [0, {V}], draft_tokens [0]) raised "
+            f"{type(error).__name__}: {error}\nk = 0 is valid (the last round of a decoding "
+            "may propose nothing): there is no draft token to check, so return one token drawn "
+            "from p[0]. Usually: draft_tokens.max() or .min() (which fail on an empty tensor) in "
+            "the range check, or a check that refuses k = 0"
+        ) from error
+    assert out.dtype == torch.long and list(out.shape) == [1], (
+        f"with k = 0 (nothing proposed) the output is the one token drawn from p[0]: expected "
+        f"int64 [1], got {out.dtype} {list(out.shape)}"
+    )
+    return out
+
+
+@given(V=st.integers(1, 9), data=st.data(), seed=seeds())
+def test_with_no_draft_tokens_the_token_comes_from_p(impl, V, data, seed):
+    token = data.draw(st.integers(0, V - 1), label="the only token p allows")
+    p = torch.nn.functional.one_hot(torch.tensor([token]), V).double()  # (1, V)
+    out = accept_nothing(impl, p, torch.Generator().manual_seed(seed))
+    assert int(out[0]) == token, (
+        f"k = 0 and p[0] = one-hot({token}) over V = {V}: the output must be [{token}], got "
+        f"{out.tolist()}. With no draft token the round only samples p[0]"
+    )
+
+
+@pytest.mark.parametrize("V", [2, 3, 7])
+def test_with_no_draft_tokens_the_token_has_p_s_distribution(impl, V):
+    p = probabilities((1, V), V)
+    gen = torch.Generator().manual_seed(V)
+    samples = [tuple(accept_nothing(impl, p, gen).tolist()) for _ in range(4000)]
+    passed, verdict = g_test(samples, outcome_distribution(p, p[:0]))
+    assert passed, (
+        f"over 4000 calls with k = 0 (nothing proposed), the output token does not follow p[0] "
+        f"= {p[0].tolist()}: {verdict}. With no draft token the output is one sample of p[0]"
+    )
+
+
 def test_accept_reject_takes_its_randomness_from_the_generator(impl):
     p = probabilities((4, 5), 11)
     q = probabilities((3, 5), 12)
