@@ -19,11 +19,15 @@ numbers of new tokens, each row with its own cache (a prefill of 17 tokens besid
                                                   logits: B tensors [T_b, vocab_size]
 
 The layout is packed (varlen): the rows are concatenated into one sequence of sum(T_b) tokens for
-every matrix product, so no padding is ever computed, and attention runs row by row against
-that row's cache, exactly as `model(row[None], cache)` would. A row's logits never depend on what
-else is in the batch. `SequenceCache` is a ready cache for one row. Every call is recorded in
-`model.batch_log` (see `BatchCall`): which cache each row used, where it started, the tokens it
-fed; the batching tests read it to check a schedule.
+every matrix product, so no padding is ever computed there. Each row appends its keys and values
+to its own cache; attention then gives each row what `model(row[None], cache)` would. On a GPU
+(and in a rehearsal, `grading.devices.gpu_path`) it is one call of PyTorch's
+`scaled_dot_product_attention` for all rows, padded to the longest and masked, so a step launches
+as many kernels for 16 rows as for one; on the CPU it runs row by row, so that the FLOPs counted
+are exactly those each row needs (the batching kata's cost targets count them). A row's logits
+never depend on what else is in the batch. `SequenceCache` is a ready cache for one row. Every
+call is recorded in `model.batch_log` (see `BatchCall`): which cache each row used, where it
+started, the tokens it fed; the batching tests read it to check a schedule.
 
 A serving engine that keeps its own (paged) memory runs the same packed pass and supplies the
 attention, and optionally the feed-forward, itself (see `forward_packed`):
@@ -48,6 +52,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from grading.devices import gpu_path
 
 
 @dataclass(frozen=True)
@@ -108,6 +114,56 @@ def causal_attention(q, k, v):
     scores = scores.masked_fill(~causal_mask(Tq, Tk, q.device), float("-inf"))
     probs = scores.softmax(dim=-1)
     return probs @ v, probs
+
+
+def _row_by_row(q, lengths, keys, values):
+    """Causal attention of each row on its own: q (N, H, hd), row b's lengths[b] queries back to
+    back; keys[b], values[b] (Hkv, L_b, hd). Returns (N, H, hd). Exactly the FLOPs each row
+    needs, in one small attention (some 14 operators) per row."""
+    outs = []
+    for q_b, k_b, v_b in zip(q.split(lengths), keys, values, strict=True):
+        out, _ = causal_attention(q_b.transpose(0, 1)[None], k_b[None], v_b[None])
+        outs.append(out[0].transpose(0, 1))  # (1, H, T_b, hd) -> (T_b, H, hd)
+    return torch.cat(outs)  # (N, H, hd)
+
+
+class _Padded:
+    """A ragged batch laid out for one attention call over all its rows.
+
+    Row b has T_b = lengths[b] queries (packed back to back: N in all) and attends over
+    L_b = key_lengths[b] keys, its newest query aligned with its newest key. Padded to the
+    longest row, the queries are (B, Tmax) and the keys (B, Lmax); a padding slot holds a copy
+    of some real token (an index clamped into range), masked off for every real query (a padded
+    key) or dropped from the output (a padded query). Made once per call, used by every layer.
+    """
+
+    def __init__(
+        self, lengths: list[int], key_lengths: list[int], heads: int, kv_heads: int, device
+    ):
+        self.key_lengths = key_lengths
+        # (H,): the key-value head each query head reads (grouped-query attention)
+        self.kv_head = torch.arange(heads, device=device) // (heads // kv_heads)
+        T, L = torch.tensor([lengths, key_lengths], device=device)  # (B,) each
+        t = torch.arange(max(lengths), device=device)  # (Tmax,)
+        j = torch.arange(max(key_lengths), device=device)  # (Lmax,)
+        # (B, Tmax) and (B, Lmax): where each padded slot reads from, in the packed tokens and in
+        # the keys of all rows back to back.
+        self.queries = ((T.cumsum(0) - T)[:, None] + t).clamp(max=sum(lengths) - 1)
+        self.keys = ((L.cumsum(0) - L)[:, None] + j).clamp(max=sum(key_lengths) - 1)
+        # Query t of row b sits at key position L_b - T_b + t and sees the keys up to it.
+        self.mask = (j <= (L - T)[:, None, None] + t[:, None])[:, None]  # (B, 1, Tmax, Lmax)
+        slots = [(b, i) for b, n in enumerate(lengths) for i in range(n)]
+        self.real = tuple(torch.tensor(slots, device=device).T)  # (N,) twice: (row, query slot)
+
+    def attend(self, q, keys, values):
+        """q (N, H, hd); keys[b], values[b] (Hkv, L_b, hd). Returns (N, H, hd)."""
+        q = q[self.queries].transpose(1, 2)  # (B, H, Tmax, hd)
+        k, v = (  # all rows' keys back to back (Hkv, sum L_b, hd), then padded: (B, H, Lmax, hd)
+            torch.cat(t, dim=1)[self.kv_head[:, None, None], self.keys].transpose(0, 1)
+            for t in (keys, values)
+        )
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=self.mask)  # (B, H, Tmax, hd)
+        return out.transpose(1, 2)[self.real]  # (N, H, hd)
 
 
 class Attention(nn.Module):
@@ -346,20 +402,24 @@ class TinyLlama(nn.Module):
             raise ValueError("caches: each row needs a cache of its own")
         starts = [int(cache.seq_len) for cache in caches]  # read once, before any layer updates
         lengths = [row.numel() if isinstance(row, torch.Tensor) else 0 for row in rows]
+        padded = None  # the rows' padded layout, made once the caches' key counts are known
 
-        def attention(layer, q, k, v):  # each row against its own cache, as model(row, cache)
-            outs = []
-            for q_b, k_b, v_b, cache in zip(
-                q.split(lengths), k.split(lengths), v.split(lengths), caches, strict=True
-            ):  # q_b (T_b, H, hd); k_b, v_b (T_b, Hkv, hd)
+        def attention(layer, q, k, v):  # q (N, H, hd); k, v (N, Hkv, hd)
+            nonlocal padded
+            keys, values = [], []
+            for k_b, v_b, cache in zip(k.split(lengths), v.split(lengths), caches, strict=True):
+                # (T_b, Hkv, hd) -> (1, Hkv, T_b, hd), the cache contract's layout
                 k_all, v_all = cache.update(
                     layer, k_b.transpose(0, 1)[None], v_b.transpose(0, 1)[None]
                 )
-                out = causal_attention(q_b.transpose(0, 1)[None], k_all, v_all)[
-                    0
-                ]  # (1, H, T_b, hd)
-                outs.append(out[0].transpose(0, 1))  # (T_b, H, hd)
-            return torch.cat(outs)  # (N, H, hd)
+                keys.append(k_all[0])  # (Hkv, L_b, hd): every key the row attends over
+                values.append(v_all[0])
+            if not gpu_path(q):
+                return _row_by_row(q, lengths, keys, values)
+            key_lengths = [t.shape[1] for t in keys]
+            if padded is None or padded.key_lengths != key_lengths:
+                padded = _Padded(lengths, key_lengths, q.shape[1], k.shape[1], q.device)
+            return padded.attend(q, keys, values)
 
         return self._packed(rows, starts, attention, None, [id(c) for c in caches])
 
@@ -399,10 +459,10 @@ class TinyLlama(nn.Module):
                 )
         lengths = [row.numel() for row in rows]
         ids = torch.cat(list(rows))  # (N,) every row's tokens back to back
-        positions = torch.cat(
-            [torch.arange(s, s + t) for s, t in zip(starts, lengths, strict=True)]
+        positions = torch.tensor(  # (N,) each token's position in its own sequence
+            [p for s, t in zip(starts, lengths, strict=True) for p in range(s, s + t)],
+            device=self.rope_cos.device,
         )
-        positions = positions.to(self.rope_cos.device)
         dtype = self.embed.weight.dtype
         cos, sin = self.rope_cos[positions].to(dtype), self.rope_sin[positions].to(dtype)  # (N, hd)
         x = self.embed(ids)  # (N, dim)

@@ -5,7 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from grading.devices import REHEARSAL, float_dtypes
 from grading.model import SequenceCache, greedy_generate_no_cache, make_model
+from grading.rehearsal import Tally, Work
+from grading.tolerance import assert_close, assert_error_within
 
 
 class ConcatCache:
@@ -225,3 +228,119 @@ def test_forward_packed_equals_forward_batch_with_the_callers_memory():
         model.forward_packed(rows, starts, attention, lambda layer, x: x[:, :3])
     with pytest.raises(ValueError, match="starts"):
         model.forward_packed(rows, [0], attention)
+
+
+NEW = (1, 17, 1, 5, 2, 13, 3, 1, 7)  # new tokens per row of a ragged batch: ones and primes
+CACHED = (3, 0, 40, 11, 1, 5, 29, 0, 2)  # tokens already in each row's cache
+
+
+def ragged_batch(model, B: int, least_cached: int = 0):
+    """B rows feeding NEW[b] tokens (in turn) through caches already holding CACHED[b] (at least
+    `least_cached`) tokens. The same B gives the same rows and histories, whatever the dtype."""
+    gen = torch.Generator().manual_seed(B)
+    rows, caches = [], []
+    for b in range(B):
+        cache, cached = SequenceCache(model.config), max(CACHED[b % 9], least_cached)
+        history = torch.randint(0, 64, (1, cached), generator=gen)
+        if cached:
+            model(history, cache)
+        rows.append(torch.randint(0, 64, (NEW[b % 9],), generator=gen))
+        caches.append(cache)
+    return rows, caches
+
+
+@torch.no_grad()
+def one_attention_for_all_rows(monkeypatch, on: bool, model, B: int):
+    """forward_batch's logits on its GPU path (one scaled_dot_product_attention for all rows,
+    which a rehearsal takes on the CPU too) or on the CPU's row-by-row path."""
+    monkeypatch.setenv(REHEARSAL, "1" if on else "0")
+    return model.forward_batch(*ragged_batch(model, B))
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, *float_dtypes()], ids=str)
+def test_one_attention_for_all_rows_equals_the_row_by_row_path(monkeypatch, dtype):
+    """The GPU path pads the rows to the longest and masks: 9 rows of 1, 17, 1, 5, 2, 13, 3, 1
+    and 7 new tokens over caches of 3, 0, 40, 11, 1, 5, 29, 0 and 2 tokens. Its logits equal the
+    row-by-row path's to the dtype's tolerance (float64, float32); in float16 and bfloat16, where
+    two sharp layers already lose a few percent, its error against the float64 oracle is at most
+    twice the row-by-row path's own (plus the dtype's floor)."""
+    model = make_model(0, dtype)
+    batched = one_attention_for_all_rows(monkeypatch, True, model, 9)
+    row_by_row = one_attention_for_all_rows(monkeypatch, False, model, 9)
+    oracle = one_attention_for_all_rows(monkeypatch, False, make_model(0, torch.float64), 9)
+    for b, (got, want, exact) in enumerate(zip(batched, row_by_row, oracle, strict=True)):
+        name = f"row {b} ({NEW[b]} new after {CACHED[b]} cached), one attention for all rows"
+        hint = (
+            "expected: the CPU's row-by-row path (or, in half precision, its error). A wrong "
+            "padded layout, mask or unpadding misplaces a query or a key"
+        )
+        if dtype in (torch.float64, torch.float32):
+            assert_close(got, want, name=name, hint=hint)
+        assert_error_within(got, exact, want, name=name, hint=hint)
+
+
+def operators(fn) -> int:
+    """PyTorch operators `fn()` launches, views excluded (grading.rehearsal.Tally)."""
+    work = Work()
+    with Tally(work):
+        fn()
+    return work.ops
+
+
+@torch.no_grad()
+def test_one_attention_for_all_rows_launches_no_more_operators_per_row_than_the_caches_need(
+    monkeypatch,
+):
+    """Operators per layer of forward_batch's GPU path (counted on the CPU in a rehearsal) for 1,
+    4 and 16 rows of ragged lengths over caches of unequal lengths.
+
+    A layer's operators for B rows are P(B) = C(B) with two layers minus C(B) with one, C being a
+    whole call. Per row and layer, only the row's own `SequenceCache.update` must run: its u
+    operators (copying the new keys and the new values into place: u = 2). Everything else, the
+    projections, the padding, the one scaled_dot_product_attention and the unpadding, is the
+    same for any B. Hence the bound P(B) - P(1) <= (B - 1) u: P(16) - P(1) <= 15 u = 30. (The
+    CPU's row-by-row path launches 14 operators more per row and layer for attention.) The
+    whole call obeys the same bound with one layer: positions, embedding, head and the padded
+    layout (made once per call) do not grow with B either. forward_packed's own operators (with
+    a caller's attention that launches none) are the same for 1, 4 and 16 rows.
+    """
+    cache = SequenceCache(make_model(0).config)
+    k = torch.zeros(1, 2, 3, 16)
+    cache.update(0, k, k)
+    u = operators(lambda: cache.update(0, k, k))  # a cache already holding keys: no allocation
+
+    def call(n_layers: int, B: int) -> int:
+        monkeypatch.setenv(REHEARSAL, "1")
+        model = make_model(0, n_layers=n_layers)
+        rows, caches = ragged_batch(model, B, least_cached=1)
+        return operators(lambda: model.forward_batch(rows, caches))
+
+    whole = {B: call(1, B) for B in (1, 4, 16)}
+    per_layer = {B: call(2, B) - whole[B] for B in (1, 4, 16)}
+    for B in (4, 16):
+        assert per_layer[B] - per_layer[1] <= (B - 1) * u, (
+            f"one layer launches {per_layer[B]} operators for {B} rows, more than the "
+            f"{per_layer[1]} for one row plus {B - 1} x {u} for the other rows' cache updates "
+            f"(operators per layer, by rows: {per_layer}). Something besides the cache update "
+            "runs once per row: attention row by row, a per-row copy or slice"
+        )
+        assert whole[B] - whole[1] <= (B - 1) * u, (
+            f"a one-layer call launches {whole[B]} operators for {B} rows, more than the "
+            f"{whole[1]} for one row plus {B - 1} x {u} for the other rows' cache updates "
+            f"(by rows: {whole}): something outside the layers runs once per row"
+        )
+    model = make_model(0)
+    packed = {
+        B: operators(
+            lambda B=B: model.forward_packed(
+                [torch.tensor([1] * NEW[b % 9]) for b in range(B)],
+                [CACHED[b % 9] for b in range(B)],
+                lambda layer, q, k, v: q,
+            )
+        )
+        for B in (1, 4, 16)
+    }
+    assert packed[1] == packed[4] == packed[16], (
+        f"forward_packed launches {packed} operators (by rows) with an attention that launches "
+        "none: its own work should not depend on the number of rows"
+    )
