@@ -32,7 +32,7 @@ def test_continuous_batching_tokens_per_second_on_the_gpu(impl, figures, gpu):
     config = {k: gpu.size(v, REHEARSED[k]) for k, v in CONFIG.items()}
     model = make_model(0, gpu.dtype(torch.bfloat16), **config).to(gpu.device)
     specs = poisson_workload(
-        gpu.count(32, 8), rate=2.0, seed=0, vocab_size=config["vocab_size"],
+        gpu.count(64, 8), rate=2.0, seed=0, vocab_size=config["vocab_size"],
         max_seq_len=config["max_seq_len"], scale=gpu.size(0.5, 0.05),
     )  # fmt: skip
     requests = [impl.Request(s.id, s.prompt, s.max_new_tokens, s.arrival) for s in specs]
