@@ -119,8 +119,9 @@ def combine_partials(outs: torch.Tensor, lses: torch.Tensor) -> tuple[torch.Tens
 
         out = sum_s w_s outs[s] / sum_s w_s        lse = m + log(sum_s w_s)
 
-    A part that saw no key (lse -inf) weighs nothing; a query that no part saw gets zeros and
-    lse -inf. Returns out (B, H, Nq, D) and lse (B, H, Nq), both float32.
+    A part that saw no key (lse -inf) weighs nothing, whichever parts are empty for a query (the
+    first ones, the last ones, all of them); a query that no part saw gets zeros and lse -inf.
+    Returns out (B, H, Nq, D) and lse (B, H, Nq), both float32.
     ValueError: outs not 5-D, lses not of shape outs.shape[:4], or no parts (S == 0).
     """
     # TODO(level 3): merge partial results through their log-sum-exp.
