@@ -28,7 +28,7 @@ MINIMUM = {
     "batching": 22,
     "context_extension": 32,
     "efficient_attention": 44,
-    "flash_attention": 38,
+    "flash_attention": 40,
     "kv_cache": 43,
     "moe": 31,
     "speculative_decoding": 38,

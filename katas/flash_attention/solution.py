@@ -19,8 +19,9 @@ Conventions for every function:
 
 Every function raises ValueError, naming the argument or size at fault, before any work when:
 q, k or v is not 4-D or has a size 0; k and v differ in shape; q and k differ in batch size B
-(no broadcasting) or head dim D; H is not a multiple of Hkv; q, k and v do not share one
-floating-point dtype. The README's "Errors" section lists each function's own cases too.
+(a batch of 1, of q or of k and v, is not broadcast) or head dim D; H is not a multiple of Hkv;
+q, k and v do not share one floating-point dtype. The README's "Errors" section lists each
+function's own cases too.
 
 Every call is checked by the harness (README, "Rules every call follows"):
 - no argument tensor is changed in place;
@@ -122,7 +123,8 @@ def combine_partials(outs: torch.Tensor, lses: torch.Tensor) -> tuple[torch.Tens
     A part that saw no key (lse -inf) weighs nothing, whichever parts are empty for a query (the
     first ones, the last ones, all of them); a query that no part saw gets zeros and lse -inf.
     Returns out (B, H, Nq, D) and lse (B, H, Nq), both float32.
-    ValueError: outs not 5-D, lses not of shape outs.shape[:4], or no parts (S == 0).
+    ValueError: outs not 5-D, lses not of exactly the shape outs.shape[:4] (nothing is
+    broadcast, not (S, 1, 1, 1) either), or no parts (S == 0).
     """
     # TODO(level 3): merge partial results through their log-sum-exp.
     raise NotImplementedError("level 3: combine_partials is not implemented yet")

@@ -24,8 +24,10 @@ from katas.flash_attention.cases import (
     bad_head_dims,
     check_attention,
     input_scales,
+    resized,
     scores_far_below_zero,
     strided,
+    wrong_decode_shapes,
 )
 
 DTYPES = float_dtypes(triton=True)
@@ -218,11 +220,23 @@ def _bad_partials():
     lses = randn((3, 2, 4, 5), seed=1, device=default_device())  # (S, B, H, Nq)
     table = [
         ("outs without the part dim", r"outs", (outs[0], lses[0])),
+        ("outs with a dim too many", r"outs", (outs[..., None], lses)),
         ("lses with a dim too many", r"lses", (outs, lses[..., None])),
-        ("lses for fewer parts than outs", r"lses", (outs, lses[:2])),
-        ("lses for fewer queries than outs", r"lses", (outs, lses[..., :4])),
+        ("lses without the part dim", r"lses", (outs, lses[0])),
+        ("lses of one value per query", r"lses", (outs, lses[0, 0, 0])),
+        ("lses of one value", r"lses", (outs, lses[0, 0, 0, 0])),
         ("zero parts", r"outs|lses|part|\bS\b", (outs[:0], lses[:0])),
     ]
+    # One size of lses, or of outs, differs from the other's: 1 (which broadcasting would
+    # accept), one less or one more.
+    for dim, size in enumerate(["S", "B", "H", "Nq"]):
+        n = lses.shape[dim]
+        for other in sorted({1, n - 1, n + 1}):
+            why = f"{size}={other} in lses, {n} in outs"
+            table.append((f"lses with {why}", r"lses", (outs, resized(lses, dim, other))))
+            why = f"{size}={other} in outs, {n} in lses"
+            table.append((f"outs with {why}", r"outs|lses", (resized(outs, dim, other), lses)))
+    table.append(("lses of one value per part", r"lses", (outs, lses[:, :1, :1, :1])))
     return [(bad_call("combine_partials", args, why), names) for why, names, args in table]
 
 
@@ -411,9 +425,16 @@ BAD_DECODES = [
     *bad_head_dims("split_kv_decode", Nq=1),
     *_bad_decodes(),
 ]
+WRONG_DECODE_SHAPES = wrong_decode_shapes()
 
 
 @pytest.mark.parametrize(("bad", "names"), BAD_DECODES, ids=[str(b) for b, _ in BAD_DECODES])
 def test_split_kv_decode_refuses_bad_inputs(impl, bad, names):
     assert_value_error(bad, impl, match=names)
 
+
+@pytest.mark.parametrize(
+    ("bad", "names"), WRONG_DECODE_SHAPES, ids=[str(b) for b, _ in WRONG_DECODE_SHAPES]
+)
+def test_split_kv_decode_refuses_every_wrong_shape(impl, bad, names):
+    assert_value_error(bad, impl, match=names)
