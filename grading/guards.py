@@ -148,7 +148,9 @@ class Guard:
     def call(self, fn, signature, qualname: str, method: bool, args: tuple, kwargs: dict):
         __tracebackhide__ = True
         try:
-            bound = signature.bind(*args, **kwargs).arguments
+            binding = signature.bind(*args, **kwargs)
+            binding.apply_defaults()  # a budget counts the splits a default num_splits makes
+            bound = binding.arguments
         except (TypeError, AttributeError):  # the call itself will say what is wrong
             bound = {f"argument {i}": a for i, a in enumerate(args)} | kwargs
         names = list(bound)[1:] if method else list(bound)
@@ -263,6 +265,14 @@ def _within_budget(qualname: str, seen: Observation, budget, call: str) -> None:
             f"than the {budget.work:,} its budget allows: {budget.what}. Every call is held to "
             "the cost the README states, measured or not; elementwise products and sums count "
             "too"
+        )
+    products = seen.multiplies + seen.flops // 2
+    if budget.products is not None and products > budget.products:
+        raise GuardFailure(
+            f"over budget: {qualname}({call}) did {products:,} multiplications (elementwise, "
+            f"matrix-vector and matrix products), more than the {budget.products:,} its budget "
+            f"allows: {budget.products_what}. Every call is held to the cost the README states, "
+            "measured or not"
         )
 
 

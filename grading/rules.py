@@ -45,6 +45,10 @@ ANY_CALL = 1 << 14
 class Budget:
     work: int  # the most work (FLOPs plus elements read and written) the call may do
     what: str  # the formula, in the README's words
+    # The most multiplications (elementwise, matrix-vector and matrix products) the call may do
+    # outside kernels, and that formula in the README's words; None: bounded by `work` alone.
+    products: int | None = None
+    products_what: str = ""
 
 
 @dataclass(frozen=True)
@@ -55,7 +59,8 @@ class Rule:
     # Run once, after the first call that succeeded, with the function and that call's
     # arguments by name: extra calls of the harness's own. Returns what is wrong, or None.
     probe: Callable[[Callable, dict], str | None] | None = None
-    # From the arguments of a call that succeeded, by name: the most work it may do.
+    # From the arguments of a call that succeeded, by name (defaults included): the most work
+    # it may do.
     budget: Callable[[dict], Budget] | None = None
     # True: the function's integer tensors are numbers it computes with (positions), not token
     # ids, so `.tolist()` of them counts toward the off-the-books limit (grading.observe).
@@ -73,15 +78,24 @@ def _inputs(*tensors: torch.Tensor) -> int:
 
 def outside_kernels(args: dict) -> Budget:
     """A kernel task: the attention happens in the kernel; PyTorch around it only moves the
-    inputs and the output (a few passes over each), whatever the number of keys."""
+    inputs and the output (a few passes over each), whatever the number of keys, and multiplies
+    only q and the output (or the partial results and their lse): never the keys or values, so
+    that a single decoding query's q·kᵀ and p·v, no larger than k and v themselves, are
+    the kernel's too."""
     q, k, v = args["q"], args["k"], args["v"]
     BH, Nq, Nk, D, Dv = _heads(q, k, v)
     group = q.shape[1] // max(k.shape[1], 1)  # grouped-query heads read their kv head
     splits = args.get("num_splits", 1)
-    moved = q.numel() + group * (k.numel() + v.numel()) + splits * BH * Nq * (Dv + 1)
+    near = q.numel() + splits * BH * Nq * (Dv + 1)  # q, and the output or the partial results
+    moved = near + group * (k.numel() + v.numel())
     return Budget(
         4 * moved + ANY_CALL,
         f"outside the kernel, a few passes over the inputs and the output ({moved:,} elements)",
+        products=4 * near + ANY_CALL,
+        products_what=(
+            f"outside the kernel, a few per element of q and of the output or the partial "
+            f"results ({near:,} elements); products with k or v (q·kᵀ, p·v) belong in the kernel"
+        ),
     )
 
 

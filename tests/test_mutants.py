@@ -28,7 +28,7 @@ MINIMUM = {
     "batching": 23,
     "context_extension": 33,
     "efficient_attention": 46,
-    "flash_attention": 37,
+    "flash_attention": 40,
     "kv_cache": 43,
     "moe": 34,
     "speculative_decoding": 39,

@@ -242,6 +242,61 @@ def bad_head_dims(fn: str, *, Nq: int = 5) -> list[tuple[BadCall, str]]:
     return calls
 
 
+# One size of split_kv_decode's arguments changed: which argument ("kv": k and v together), its
+# dim, the size's name, and what the message must name.
+_DECODE_SIZES = [
+    ("q", 0, "B", r"\bq\b|\bk\b|\bB\b|batch"),
+    ("q", 1, "H", r"\bq\b|\bH\b|Hkv|heads"),
+    ("q", 2, "Nq", r"\bq\b|Nq|quer"),
+    ("q", 3, "D", r"\bq\b|\bk\b|\bD\b|head dim"),
+    ("k", 0, "B", r"\bk\b|\bv\b|\bB\b|batch"),
+    ("k", 1, "Hkv", r"\bk\b|\bv\b|Hkv|heads"),
+    ("k", 2, "Nk", r"\bk\b|\bv\b|Nk"),
+    ("k", 3, "D", r"\bk\b|\bv\b|\bD\b|head dim"),
+    ("v", 0, "B", r"\bk\b|\bv\b|\bB\b|batch"),
+    ("v", 1, "Hkv", r"\bk\b|\bv\b|Hkv|heads"),
+    ("v", 2, "Nk", r"\bk\b|\bv\b|Nk"),
+    ("v", 3, "D", r"\bk\b|\bv\b|\bD\b|head dim"),
+    ("kv", 0, "B", r"\bk\b|\bB\b|batch"),
+    ("kv", 1, "Hkv", r"Hkv|heads"),  # Hkv = 1 is valid (one kv head for all), 3 is not
+    ("kv", 3, "D", r"\bk\b|\bD\b|head dim"),  # any Nk of both is valid
+]
+
+
+def wrong_decode_shapes() -> list[tuple[BadCall, str]]:
+    """split_kv_decode(q, k, v) with one shape wrong, each with what its message must name.
+
+    From q (2, 4, 1, 16) and k, v (2, 2, 6, 16): a dim dropped or added to one argument, and
+    each size of _DECODE_SIZES made 1 (which broadcasting would accept) or one more, unless that
+    leaves a valid call. Nothing is broadcast: sizes that must match match exactly.
+    """
+    q, k, v = AttentionCase(B=2, H=4, Hkv=2, Nq=1, Nk=6, D=16).tensors()
+    base = {"q": q, "k": k, "v": v}
+    table = []
+    for name, t in base.items():
+        table.append((f"{name} without a batch dim", rf"\b{name}\b", {name: t[0]}))
+        table.append((f"{name} with an extra dim", rf"\b{name}\b", {name: t[None]}))
+    for names, dim, size, pattern in _DECODE_SIZES:
+        now = base[names[0]].shape[dim]
+        for other in sorted({1, now + 1} - {now}):
+            if (names, size, other) == ("kv", "Hkv", 1):
+                continue
+            changed = {name: resized(base[name], dim, other) for name in names}
+            what = " and ".join(names)
+            table.append((f"{what} with {size}={other}, not {now}", pattern, changed))
+    return [
+        (bad_call("split_kv_decode", tuple((base | changed).values()), why), pattern)
+        for why, pattern, changed in table
+    ]
+
+
+def resized(t: torch.Tensor, dim: int, size: int) -> torch.Tensor:
+    """`t` with `size` entries along `dim`: its first ones, then its first ones again."""
+    if size <= t.shape[dim]:
+        return t.narrow(dim, 0, size)
+    return torch.cat([t, t.narrow(dim, 0, size - t.shape[dim])], dim)
+
+
 def _caller(fn: str, args: tuple, **kwargs):
     return lambda impl: getattr(impl, fn)(*args, **kwargs)
 

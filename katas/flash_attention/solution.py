@@ -19,8 +19,9 @@ Conventions for every function:
 
 Every function raises ValueError, naming the argument or size at fault, before any work when:
 q, k or v is not 4-D or has a size 0; k and v differ in shape; q and k differ in batch size B
-(no broadcasting) or head dim D; H is not a multiple of Hkv; q, k and v do not share one
-floating-point dtype. The README's "Errors" section lists each function's own cases too.
+(a batch of 1, of q or of k and v, is not broadcast) or head dim D; H is not a multiple of Hkv;
+q, k and v do not share one floating-point dtype. The README's "Errors" section lists each
+function's own cases too.
 
 Every call is checked by the harness (README, "Rules every call follows"):
 - no argument tensor is changed in place;
@@ -35,6 +36,8 @@ Every call is checked by the harness (README, "Rules every call follows"):
 - no function calls PyTorch's fused attention (scaled_dot_product_attention);
 - levels 2 and 3 launch a Triton kernel on every call, and split_kv_decode spreads the keys over
   its programs (no program reads every key);
+- outside the kernel PyTorch multiplies only q and the output (or the partial results), never k
+  or v: every q·kᵀ and p·v is the kernel's, one decoding query's included;
 """
 
 from __future__ import annotations
@@ -117,9 +120,11 @@ def combine_partials(outs: torch.Tensor, lses: torch.Tensor) -> tuple[torch.Tens
 
         out = sum_s w_s outs[s] / sum_s w_s        lse = m + log(sum_s w_s)
 
-    A part that saw no key (lse -inf) weighs nothing; a query that no part saw gets zeros and
-    lse -inf. Returns out (B, H, Nq, D) and lse (B, H, Nq), both float32.
-    ValueError: outs not 5-D, lses not of shape outs.shape[:4], or no parts (S == 0).
+    A part that saw no key (lse -inf) weighs nothing, whichever parts are empty for a query (the
+    first ones, the last ones, all of them); a query that no part saw gets zeros and lse -inf.
+    Returns out (B, H, Nq, D) and lse (B, H, Nq), both float32.
+    ValueError: outs not 5-D, lses not of exactly the shape outs.shape[:4] (nothing is
+    broadcast, not (S, 1, 1, 1) either), or no parts (S == 0).
     """
     # TODO(level 3): merge partial results through their log-sum-exp.
     raise NotImplementedError("level 3: combine_partials is not implemented yet")
@@ -137,8 +142,8 @@ def split_kv_decode(
     q (B, H, 1, D); k, v (B, Hkv, Nk, D). One query gives only B*H programs, too few to fill a
     GPU; split the keys into up to `num_splits` ranges (any num_splits >= 1, also more than Nk),
     compute a partial result and its lse for each range in parallel (in float32), then merge
-    them with `combine_partials`; the attention work stays in the kernel (no q @ k^T in
-    PyTorch). Returns (B, H, 1, D) in q's dtype.
+    them with `combine_partials`; the attention work stays in the kernel (no q·kᵀ or p·v in
+    PyTorch, not even as elementwise products). Returns (B, H, 1, D) in q's dtype.
     ValueError: the shared input checks (module docstring), D not in {16, 32, 64, 128}, q with
     other than one query, or num_splits < 1.
     """

@@ -24,8 +24,10 @@ from katas.flash_attention.cases import (
     bad_head_dims,
     check_attention,
     input_scales,
+    resized,
     scores_far_below_zero,
     strided,
+    wrong_decode_shapes,
 )
 
 DTYPES = float_dtypes(triton=True)
@@ -136,6 +138,73 @@ def test_combine_partials_runs_in_float32_for_any_input_dtype(impl, dtype, S):
     assert_close(out, expected_out, dtype=torch.float32, hint=hint)
 
 
+@st.composite
+def partials_with_empty_parts(draw):
+    """(S, (B, H, Nq), dtype, share, scale, seed) for `empty_parts`: S parts, `share` of them
+    empty per query, lses of about `scale` in `dtype`."""
+    S = draw(st.sampled_from([1, 2, 3, 4, 7, 64]))
+    shape = (draw(st.integers(1, 2)), draw(st.integers(1, 3)), draw(st.integers(3, 8)))
+    dtype = draw(st.sampled_from(float_dtypes()))
+    share = draw(st.sampled_from([0.0, 0.3, 0.7, 1.0]))
+    return S, shape, dtype, share, draw(st.sampled_from([1.0, 200.0])), draw(seeds())
+
+
+def empty_parts(S, shape, dtype, share, scale, seed):
+    """outs (S, B, H, Nq, 16) and lses (S, B, H, Nq) in `dtype`, where a part that saw no key
+    has lse -inf and output 0 (as the kernel writes them). Query 0 no part saw, query 1 only
+    the last part saw (every part before it is empty), query 2 only the first part saw; each
+    other (part, query) is empty with probability `share`."""
+    gen = torch.Generator().manual_seed(seed)
+    empty = torch.rand((S, *shape), generator=gen) < share  # (S, B, H, Nq)
+    empty[..., :3] = True
+    empty[-1, ..., 1] = False
+    empty[0, ..., 2] = False
+    lses = torch.randn((S, *shape), generator=gen, dtype=torch.float64) * scale
+    outs = torch.randn((S, *shape, 16), generator=gen, dtype=torch.float64)
+    lses = lses.masked_fill(empty, float("-inf"))
+    outs = outs.masked_fill(empty[..., None], 0.0)
+    return (t.to(device=default_device(), dtype=dtype) for t in (outs, lses))
+
+
+EMPTY_PARTS_HINT = (
+    "a part that saw no key has lse = -inf and must weigh exactly 0: exp(-inf - (-inf)) is NaN "
+    "wherever the largest lse is -inf too (a query no part saw, or one whose first parts are all "
+    "empty when merging part by part), and so is 0 / 0. Shift by 0 where the max is -inf and "
+    "divide by 1 where the weights sum to 0; a query no part saw gets zeros and lse -inf"
+)
+
+
+def first_nan(got: torch.Tensor, queries: torch.Size) -> tuple[int, int, int] | None:
+    """(b, h, query) of the first NaN in `got` ((B, H, Nq) or (B, H, Nq, D)), None if none."""
+    if tuple(got.shape[:3]) != tuple(queries):
+        return None  # a wrong shape: the comparisons below say so
+    nan = torch.isnan(got.detach().cpu()).reshape(*queries, -1).any(dim=-1)
+    return tuple(int(x) for x in torch.nonzero(nan)[0]) if nan.any() else None
+
+
+@given(partials=partials_with_empty_parts())
+@example(partials=(3, (1, 1, 3), torch.float32, 0.0, 1.0, 0))  # the three queries only
+@example(partials=(64, (2, 3, 8), torch.float16, 0.7, 200.0, 1))  # many parts, mostly empty
+@example(partials=(7, (1, 2, 5), torch.bfloat16, 1.0, 200.0, 2))  # each query seen by <= 1 part
+def test_combine_partials_weighs_empty_parts_nothing(impl, partials):
+    outs, lses = empty_parts(*partials)
+    out, lse = impl.combine_partials(outs, lses)
+    expected_out, expected_lse = merged(outs, lses)
+    for name, got in (("output", out), ("lse", lse)):
+        first = first_nan(got, expected_lse.shape)
+        if first is not None:
+            parts = [float(x) for x in lses[:8, first[0], first[1], first[2]]]
+            raise AssertionError(
+                f"NaN in the merged {name} at (b, h, query) = {first}, whose parts' lse are "
+                f"{parts}{' ...' if lses.shape[0] > 8 else ''}: {EMPTY_PARTS_HINT}"
+            )
+    assert_lse_close(lse, expected_lse, hint=EMPTY_PARTS_HINT)
+    assert out.dtype == torch.float32, f"combine_partials must return float32, got {out.dtype}"
+    assert_close(out, expected_out, dtype=torch.float32, hint=EMPTY_PARTS_HINT)
+    unseen = torch.isneginf(expected_lse)  # (B, H, Nq): no part saw the query
+    assert (out.detach().cpu()[unseen] == 0).all(), "a query no part saw must get exact zeros"
+
+
 def test_combine_partials_leaves_its_inputs_alone(impl):
     outs = randn((3, 1, 2, 4, 16), seed=0, device=default_device())
     lses = randn((3, 1, 2, 4), seed=1, scale=5.0, device=default_device())
@@ -151,11 +220,23 @@ def _bad_partials():
     lses = randn((3, 2, 4, 5), seed=1, device=default_device())  # (S, B, H, Nq)
     table = [
         ("outs without the part dim", r"outs", (outs[0], lses[0])),
+        ("outs with a dim too many", r"outs", (outs[..., None], lses)),
         ("lses with a dim too many", r"lses", (outs, lses[..., None])),
-        ("lses for fewer parts than outs", r"lses", (outs, lses[:2])),
-        ("lses for fewer queries than outs", r"lses", (outs, lses[..., :4])),
+        ("lses without the part dim", r"lses", (outs, lses[0])),
+        ("lses of one value per query", r"lses", (outs, lses[0, 0, 0])),
+        ("lses of one value", r"lses", (outs, lses[0, 0, 0, 0])),
         ("zero parts", r"outs|lses|part|\bS\b", (outs[:0], lses[:0])),
     ]
+    # One size of lses, or of outs, differs from the other's: 1 (which broadcasting would
+    # accept), one less or one more.
+    for dim, size in enumerate(["S", "B", "H", "Nq"]):
+        n = lses.shape[dim]
+        for other in sorted({1, n - 1, n + 1}):
+            why = f"{size}={other} in lses, {n} in outs"
+            table.append((f"lses with {why}", r"lses", (outs, resized(lses, dim, other))))
+            why = f"{size}={other} in outs, {n} in lses"
+            table.append((f"outs with {why}", r"outs|lses", (resized(outs, dim, other), lses)))
+    table.append(("lses of one value per part", r"lses", (outs, lses[:, :1, :1, :1])))
     return [(bad_call("combine_partials", args, why), names) for why, names, args in table]
 
 
@@ -344,8 +425,16 @@ BAD_DECODES = [
     *bad_head_dims("split_kv_decode", Nq=1),
     *_bad_decodes(),
 ]
+WRONG_DECODE_SHAPES = wrong_decode_shapes()
 
 
 @pytest.mark.parametrize(("bad", "names"), BAD_DECODES, ids=[str(b) for b, _ in BAD_DECODES])
 def test_split_kv_decode_refuses_bad_inputs(impl, bad, names):
+    assert_value_error(bad, impl, match=names)
+
+
+@pytest.mark.parametrize(
+    ("bad", "names"), WRONG_DECODE_SHAPES, ids=[str(b) for b, _ in WRONG_DECODE_SHAPES]
+)
+def test_split_kv_decode_refuses_every_wrong_shape(impl, bad, names):
     assert_value_error(bad, impl, match=names)
