@@ -56,3 +56,22 @@ def test_speculation_counts_what_the_target_accepts():
     text = encode("def f(x):\n    return x\n" * 12)[: CONTEXT + 40]
     same = speculation(model, model, text, samples=6)["draft"]
     assert same == {"acceptance": 1.0, "proposed_at": 1.0, "bytes_per_target_call": 5.0}
+
+
+def test_the_shipped_models_are_the_recorded_ones_and_agree_as_recorded():
+    """The checkpoints in grading/models are the ones their training.json describes (sha256),
+    and measuring them again on held-out source gives agreement.json's figures."""
+    from grading.train import SHIPPED, encode, measure, stdlib_source
+
+    for name in ("target", "draft"):
+        record = json.loads((SHIPPED / name / "training.json").read_text())
+        assert sha256(SHIPPED / name / "model.safetensors") == record["sha256"], name
+    recorded = json.loads((SHIPPED / "agreement.json").read_text())
+    assert recorded["greedy_agreement"] >= 0.6  # the draft is worth speculating with
+    held = encode(stdlib_source(True))[: recorded["held_out_bytes"]]
+    target, draft = (from_pretrained(SHIPPED / name).eval() for name in ("target", "draft"))
+    again = measure(target, draft, held, recorded["samples"])
+    assert abs(again["greedy_agreement"] - recorded["greedy_agreement"]) <= 0.01, again
+    for name in ("draft", "lookup"):
+        for key, value in recorded[name].items():
+            assert abs(again[name][key] - value) <= 0.02, (name, key, again[name], value)
