@@ -119,14 +119,21 @@ def _held_out() -> tuple[bytes, tuple[int, ...]]:
     return data, tuple(starts)
 
 
-def source_prompts(lengths: list[int], seed: int) -> list[list[int]]:
+def source_prompts(lengths: list[int], seed: int, mid_line: bool = False) -> list[list[int]]:
     """One window of held-out standard-library source per length (in bytes, ASCII only), each
-    starting at a line of code; the same windows for the same lengths and seed."""
+    starting at a line of code (and with `mid_line`, ending inside a name, where what follows is
+    code rather than a new line's indentation); the same windows for the same lengths and seed."""
     data, starts = _held_out()
     rng = random.Random(seed)
     prompts = []
     for n in lengths:
-        fitting = [s for s in starts if s + n <= len(data) and data[s : s + n].isascii()]
+        fitting = [
+            s
+            for s in starts
+            if s + n <= len(data)
+            and data[s : s + n].isascii()
+            and (not mid_line or (data[s + n - 2 : s + n].isalpha()))
+        ]
         start = rng.choice(fitting)
         prompts.append(list(data[start : start + n]))
     return prompts

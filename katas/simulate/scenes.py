@@ -388,7 +388,7 @@ def replay_pool(kv_impl, run: BatchingRun, settings: Settings) -> list[PoolFrame
 
 DRAFT_COST = 0.1  # a draft call's cost, in target calls, unless the screen is told otherwise
 SPEC_PROMPT = 40  # bytes of held-out source the trained target continues
-SPEC_NEW_TOKENS = {True: 40, False: 24}  # new tokens, with the trained pair and without
+SPEC_NEW_TOKENS = {True: 32, False: 24}  # new tokens, with the trained pair and without
 
 
 @dataclass
@@ -452,7 +452,7 @@ def run_speculative(
     log: list[tuple[str, list[int]]] = []
     if text:
         inner = models.target
-        prompt = torch.tensor(source_prompts([SPEC_PROMPT], seed))  # (1, SPEC_PROMPT)
+        prompt = torch.tensor(source_prompts([SPEC_PROMPT], seed, mid_line=True))  # (1, P)
     else:
         inner = make_model(seed, torch.float64, max_seq_len=64)
         prompt = torch.tensor([tokens_of("Once upon a time", inner.config.vocab_size)])
