@@ -3,6 +3,7 @@ weights, for the serving benchmark to measure an engine against.
 
     hf = as_transformers(model)                        # the shared model, as transformers runs it
     tokens = transformers_static(hf, requests, 8)      # batched `generate`, a static KV cache
+    tokens = transformers_static(hf, requests, 8, cache="dynamic")   # ... a growing one
     tokens = transformers_continuous(hf, requests)     # `generate_batch`, where it exists
 
 Both return each request's new tokens, greedy, in the order of `requests`. Neither honours
@@ -32,9 +33,15 @@ def as_transformers(model):
 
 
 @torch.no_grad()
-def transformers_static(hf, requests, max_batch_size: int) -> list[list[int]]:
+def transformers_static(
+    hf, requests, max_batch_size: int, cache: str = "static"
+) -> list[list[int]]:
     """Static batching with `generate`: requests in arrival order, max_batch_size at a time,
-    prompts padded on the left, each group decoding as long as its longest request needs."""
+    prompts padded on the left, each group decoding as long as its longest request needs.
+    `cache`: "static" (preallocated for the group's whole length) or "dynamic" (grown a token
+    at a time), `generate`'s `cache_implementation`."""
+    if cache not in ("static", "dynamic"):
+        raise ValueError(f"cache: expected 'static' or 'dynamic', got {cache!r}")
     device = hf.device
     order = sorted(range(len(requests)), key=lambda i: (requests[i].arrival, i))
     out: list[list[int]] = [[] for _ in requests]
@@ -53,7 +60,7 @@ def transformers_static(hf, requests, max_batch_size: int) -> list[list[int]]:
             min_new_tokens=max(r.max_new_tokens for r in group),  # no early stop at an EOS id
             do_sample=False,
             pad_token_id=0,
-            cache_implementation="static",
+            cache_implementation=cache,
         )[:, width:]  # (B, new)
         for row, i in enumerate(order[g : g + max_batch_size]):
             out[i] = new[row, : requests[i].max_new_tokens].tolist()

@@ -10,6 +10,7 @@ spread (log-normal sigma 0.8 for prompts, 1.0 for outputs) is this module's choi
 are many times the median, as in chat traffic.
 
 Everything comes from `seed` through Python's `random.Random`: the same workload on every machine.
+`held_out_prompts` gives prompts of real text instead, for the trained byte-level models.
 """
 
 from __future__ import annotations
@@ -70,3 +71,22 @@ def poisson_workload(
         prompt = [rng.randrange(vocab_size) for _ in range(P)]
         requests.append(WorkloadRequest(i, prompt, n, int(now)))
     return requests
+
+
+def held_out_prompts(lengths: list[int]) -> list[list[int]]:
+    """Prompts of real text for the trained byte-level models (`grading.train`): one of each
+    length in `lengths`, in bytes, cut from the held-out standard-library source. Prompt i starts
+    at the first non-blank line at or after i / len(lengths) of the way through the text."""
+    from grading.train import encode, stdlib_source
+
+    text = encode(stdlib_source(held_out=True)).tolist()
+    lines = [0] + [i + 1 for i, byte in enumerate(text[:-1]) if byte == ord("\n")]
+    lines = [s for s in lines if text[s] != ord("\n")]
+    prompts = []
+    for i, length in enumerate(lengths):
+        share = i * len(text) // len(lengths)
+        start = next((s for s in lines if s >= share and s + length <= len(text)), None)
+        if start is None:
+            raise ValueError(f"lengths: no room for a prompt of {length} bytes after byte {share}")
+        prompts.append(text[start : start + length])
+    return prompts

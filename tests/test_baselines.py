@@ -32,5 +32,6 @@ def test_transformers_generation_gives_the_same_greedy_tokens(n_experts):
     ]
     hf = as_transformers(model)
     assert transformers_static(hf, requests, max_batch_size=2) == expected
+    assert transformers_static(hf, requests, max_batch_size=3, cache="dynamic") == expected
     continuous = transformers_continuous(hf, requests, max_batch_size=4)
     assert continuous is None or continuous == expected

@@ -1,31 +1,37 @@
-"""What each technique of the serving engine buys: an ablation in real tokens per second.
+"""What each technique of the serving engine buys, and where it stands against transformers.
 
     python -m katas.serving.benchmark                       # the reference engine, on the CPU
     python -m katas.serving.benchmark --impl solution       # your katas/serving/solution.py
-    python -m katas.serving.benchmark --impl path/to/file.py --requests 100 --repeats 1
+    python -m katas.serving.benchmark --impl path/to/file.py --requests 200 --repeats 3
 
-One shipped workload (`poisson_workload`, seed 0, arriving fast enough that the batch is usually
-full) is served by one shipped mixture-of-experts model, once per variant, and every variant's
-wall-clock tokens/s is divided by naive_serve's, measured in the same run:
+Two models serve a workload of the shipped shape (`poisson_workload`, seed 0, arriving fast
+enough that the batch is usually full), once per variant, and every variant's wall-clock tokens/s
+is divided by naive_serve's on the same model, measured in the same run.
+
+The mixture: the shipped mixture-of-experts model, random weights, random prompts.
 
 - the ladder, one technique added at a time: naive_serve (one request at a time, no cache, every
   expert on every token); + KV cache (`serve` with max_batch_size=1 and dense experts);
-  + continuous batching (max_batch_size=32, dense experts); + grouped MoE (the engine without a
-  draft); + speculative decoding (the full engine, with a draft);
-- the full engine with each technique switched off in turn, where `serve`'s API allows: no draft
-  (the ladder's "+ grouped MoE"), dense experts, max_batch_size=1. The KV cache cannot be
-  switched off through the API: the engine always keeps one.
+  + continuous batching (max_batch_size=32, dense experts); + grouped MoE (`serve`);
+- `serve` with a technique switched off, where its API allows: dense experts (the ladder's
+  "+ continuous batching"), max_batch_size=1. The KV cache cannot be switched off: the engine
+  always keeps one;
+- what users would run instead, on the very same weights (`grading/baselines.py`): Hugging Face
+  transformers' batched `generate` (groups of max_batch_size in arrival order, a static or a
+  dynamic KV cache) and its continuous batching (`generate_batch`), where the installed version
+  has it. Both serve the whole workload as if every request were waiting from the start: they
+  ignore arrivals, which favours them.
+
+The trained pair (`python -m grading.train`, --models): speculative decoding pays only when the
+draft usually guesses the target's next token, which no random draft does. So it is measured on
+the repository's trained byte-level target and draft, with the workload's lengths and arrivals
+and prompts cut from held-out source: naive_serve, and `serve` at max_batch_size 1 and 32, each
+without and with the draft (k = 4).
 
 "Dense experts" is `DenseExperts`, a thin wrapper that forwards everything to the model except
 that its `forward_packed` drops the engine's `feed_forward`, so each block runs the model's own
 mixture (every expert on every token, as naive_serve does). Everything else, the engine's paged
 attention included, is untouched.
-
-The draft is self-speculative (an early exit): the target's embedding, first block(s), final
-norm and output head, copied from the target, so it costs a fraction of a target call and needs
-no training. The weights are random, so the draft agrees with the target far less often than a
-trained draft would; the acceptance rate is measured and printed, and a low one shows what
-speculation costs when the draft guesses badly.
 
 Timing: `time.perf_counter` (the GPU synchronised), the median of --repeats rounds, each round
 timing every variant once, all in one run. naive_serve is slow (one call per token, each
@@ -33,19 +39,21 @@ re-feeding the whole sequence), so it and the other variants that serve one requ
 (max_batch_size=1) run on the first few requests only; tokens/s is a rate, so the ratios stay
 fair. The counts beside the timings come from one more, untimed run of each variant under
 `torch.utils.flop_counter.FlopCounterMode`, per generated token: FLOPs (target and draft), model
-calls (`model.calls`), tokens fed to the target, and the peak KV memory in use: the most blocks
-the rows of one target call need at once (a row at `start` feeding T tokens needs
+calls (`model.calls`; for transformers, its forward calls), tokens fed to the target (for
+transformers, every position of every call, padding included), and the peak KV memory in use: the
+most blocks the rows of one target call need at once (a row at `start` feeding T tokens needs
 ceil((start + T) / block_size) blocks), read from `model.batch_log`, times the bytes of a block
 in the target's and the draft's layers. The draft's acceptance rate comes from the same logs.
 
-Writes `serving_<device>.md` (the table, the command, the machine) and `serving_<device>.png` (the
-ratios, log scale) into --out.
+Writes `serving_<device>.md` (the tables, the command, the machine) and `serving_<device>.png`
+(the ratios, log scale) into --out.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import math
 import os
 import platform
@@ -61,11 +69,13 @@ import torch._dynamo  # noqa: F401 - FlopCounterMode imports it on first use, an
 from torch import nn  # torch functions (torch.manual_seed): imported here, before any test runs
 from torch.utils.flop_counter import FlopCounterMode
 
+from grading.baselines import as_transformers, transformers_continuous, transformers_static
 from grading.devices import has_cuda, synchronize
 from grading.impl import ImplError, load_impl
-from grading.model import TinyLlama, make_model
+from grading.model import TinyLlama, from_pretrained, make_model
 from grading.naive import naive_serve
-from grading.workload import poisson_workload
+from grading.train import SHIPPED
+from grading.workload import held_out_prompts, poisson_workload
 
 # The shipped models: float32 on the CPU; on a GPU, bfloat16 and about 0.45 B parameters.
 CPU_MODEL = dict(
@@ -77,17 +87,16 @@ GPU_MODEL = dict(
     vocab_size=32000, max_seq_len=1024,
 )  # fmt: skip
 # Arrivals at 2 per step against about 1 finishing per step (32 rows, outputs of about 34 tokens
-# on the CPU): a queue builds up, and most of the work runs in full batches (on the CPU, 81% of
-# the tokens fed); the last few long answers finish in small ones, as in real traffic.
+# on the CPU): a queue builds up, and most of the work runs in full batches; the last few long
+# answers finish in small ones, as in real traffic.
 CPU_WORKLOAD = dict(rate=2.0, scale=0.1)
 GPU_WORKLOAD = dict(rate=2.0, scale=0.25)
 SEED = 0
 MAX_BATCH = 32
-DRAFT_LAYERS = 1  # the early exit: the draft keeps the target's first block
-K = 2  # draft tokens per round: with a weak draft, short guesses waste less
+K = 4  # draft tokens per round on the trained pair
 # Variants that serve one request at a time (naive_serve, max_batch_size=1) are timed and counted
 # on the first this many requests: they are slow, and their rate hardly depends on the queue.
-ALONE_REQUESTS = 24
+ALONE_REQUESTS = 12
 
 
 class DenseExperts(nn.Module):
@@ -112,21 +121,15 @@ class DenseExperts(nn.Module):
         return self.model.forward_packed(rows, starts, attention)  # the model's own mixture
 
 
-def early_exit_draft(model: TinyLlama, n_layers: int) -> TinyLlama:
-    """A draft made of the target's embedding, its first `n_layers` blocks, its final norm and
-    its output head (self-speculative decoding: the target's answer after fewer layers)."""
-    c = model.config
-    draft = make_model(0, next(model.parameters()).dtype, **{**vars(c), "n_layers": n_layers})
-    kept = {k: v for k, v in model.state_dict().items() if k in draft.state_dict()}
-    draft.load_state_dict(kept)  # strict: every tensor of the draft comes from the target
-    return draft.to(next(model.parameters()).device)
-
-
 @dataclass(frozen=True)
 class Variant:
+    """One row of the tables. `runner`: "engine" (the implementation's `serve`), "naive"
+    (naive_serve), or transformers' "static" and "dynamic" (`generate` with that KV cache) and
+    "continuous" (`generate_batch`)."""
+
     name: str
-    section: str  # "ladder" or "switched off"
-    engine: bool = True  # False: naive_serve
+    section: str  # "ladder", "switched off", "transformers" or "trained pair"
+    runner: str = "engine"
     batch: int = MAX_BATCH  # max_batch_size
     dense: bool = False  # every expert on every token (DenseExperts)
     speculative: bool = False  # with the draft
@@ -134,36 +137,55 @@ class Variant:
     @property
     def alone(self) -> bool:
         """Serves one request at a time: run on the first ALONE_REQUESTS requests only."""
-        return not self.engine or self.batch == 1
+        return self.runner == "naive" or self.batch == 1
 
 
-NO_DRAFT = Variant("+ grouped MoE (full, no draft)", "ladder")
-FULL = Variant("+ speculative decoding (full)", "ladder", speculative=True)
-VARIANTS = [
-    Variant("naive_serve", "ladder", engine=False),
+NAIVE = Variant("naive_serve", "ladder", runner="naive")
+NO_DRAFT = Variant("+ grouped MoE: serve", "ladder")
+VARIANTS = [  # the mixture's engine variants (the GPU test serves these too)
+    NAIVE,
     Variant("+ KV cache", "ladder", batch=1, dense=True),
     Variant("+ continuous batching", "ladder", dense=True),
     NO_DRAFT,
-    FULL,
-    Variant("full, dense experts", "switched off", dense=True, speculative=True),
-    Variant("full, max_batch_size=1", "switched off", batch=1, speculative=True),
+    Variant("serve, max_batch_size=1", "switched off", batch=1),
+]
+TRANSFORMERS = [
+    Variant("transformers generate, static cache", "transformers", runner="static"),
+    Variant("transformers generate, dynamic cache", "transformers", runner="dynamic"),
+    Variant("transformers generate_batch (continuous)", "transformers", runner="continuous"),
+]
+PAIR_NAIVE = Variant("naive_serve", "trained pair", runner="naive")
+PAIR_SERVE = Variant("serve", "trained pair")
+PAIR = [
+    PAIR_NAIVE,
+    Variant("serve, max_batch_size=1", "trained pair", batch=1),
+    Variant("+ speculative decoding, max_batch_size=1", "trained pair", batch=1, speculative=True),
+    PAIR_SERVE,
+    Variant("+ speculative decoding", "trained pair", speculative=True),
 ]
 
 
-def models(variant: Variant, model: TinyLlama, draft: TinyLlama):
+def models(variant: Variant, model: TinyLlama, draft: TinyLlama | None):
     """The (target, draft or None) that `variant` serves with."""
     wrap = DenseExperts if variant.dense else lambda m: m
     return wrap(model), wrap(draft) if variant.speculative else None
 
 
-def server(impl, variant: Variant, target: nn.Module, draft: nn.Module | None, k: int = K):
-    """requests -> completions, as `variant` serves them with `models(variant, ...)`."""
-    if not variant.engine:
-        return lambda requests: naive_serve(target, requests)
+def server(impl, variant: Variant, target, draft=None, hf=None, k: int = K):
+    """requests -> each request's new tokens, as `variant` serves them with `models(variant,
+    ...)` (or, for transformers' variants, with `hf`, the model as transformers runs it)."""
+    if variant.runner == "naive":
+        return lambda requests: [c.tokens for c in naive_serve(target, requests)]
+    if variant.runner in ("static", "dynamic"):
+        return lambda requests: transformers_static(
+            hf, requests, variant.batch, cache=variant.runner
+        )
+    if variant.runner == "continuous":
+        return lambda requests: transformers_continuous(hf, requests, variant.batch)
     options = dict(max_batch_size=variant.batch)
     if draft is not None:
         options.update(draft=draft, k=k)
-    return lambda requests: impl.serve(target, requests, **options)
+    return lambda requests: [c.tokens for c in impl.serve(target, requests, **options)]
 
 
 def shipped(
@@ -173,11 +195,10 @@ def shipped(
     large: bool | None = None,
     scale: float | None = None,
     **overrides,
-) -> tuple[TinyLlama, TinyLlama, list]:
-    """The model, its draft and the workload (as `impl.Request`s) on `device`: the GPU's
-    (`large`, by default on any device but the CPU) or the CPU's; `scale` replaces the
-    workload's (its lengths as a fraction of ShareGPT's), `overrides` parts of the model's
-    configuration."""
+) -> tuple[TinyLlama, list]:
+    """The mixture and its workload (as `impl.Request`s) on `device`: the GPU's (`large`, by
+    default on any device but the CPU) or the CPU's; `scale` replaces the workload's (its lengths
+    as a fraction of ShareGPT's), `overrides` parts of the model's configuration."""
     if large is None:
         large = torch.device(device).type != "cpu"
     config, dtype, load = (
@@ -194,8 +215,27 @@ def shipped(
         max_seq_len=config["max_seq_len"],
         **{**load, **({} if scale is None else {"scale": scale})},
     )
-    requests = [impl.Request(s.id, s.prompt, s.max_new_tokens, s.arrival) for s in specs]
-    return model, early_exit_draft(model, DRAFT_LAYERS), requests
+    return model, [impl.Request(s.id, s.prompt, s.max_new_tokens, s.arrival) for s in specs]
+
+
+def trained_pair(folder: Path, device, n_requests: int, impl) -> tuple[TinyLlama, TinyLlama, list]:
+    """The trained target and draft in `folder` (float32, on `device`) and the CPU workload's
+    lengths and arrivals with prompts of held-out source, as `impl.Request`s."""
+    for name in ("target", "draft"):
+        if not (folder / name / "config.json").is_file():
+            raise ValueError(
+                f"models: no checkpoint at {folder / name}; train the pair first with "
+                f"`python -m grading.train --out {folder}` or pass --models FOLDER"
+            )
+    target, draft = (from_pretrained(folder / n, device=device) for n in ("target", "draft"))
+    context = min(target.config.max_seq_len, draft.config.max_seq_len)
+    specs = poisson_workload(n_requests, seed=SEED, max_seq_len=context, **CPU_WORKLOAD)
+    prompts = held_out_prompts([len(s.prompt) for s in specs])
+    requests = [
+        impl.Request(s.id, p, s.max_new_tokens, s.arrival)
+        for s, p in zip(specs, prompts, strict=True)
+    ]
+    return target, draft, requests
 
 
 # ----------------------------------------------------------------------------------------------
@@ -205,13 +245,13 @@ def shipped(
 @dataclass(frozen=True)
 class Counts:
     generated: int  # new tokens of the requests served
-    flops: int  # target and draft
+    flops: int | None  # target and draft; None: not countable (work in another thread)
     target_calls: int
     draft_calls: int
     target_fed: int  # tokens fed to the target
     draft_rows: int  # rows of the draft's calls: one proposal each
     target_rows: int  # rows of the target's calls: one verification each
-    peak_kv_bytes: int | None  # None: no cache
+    peak_kv_bytes: int | None  # None: no cache, or none read from a log
 
 
 def block_bytes(model: nn.Module, block_size: int) -> int:
@@ -232,14 +272,14 @@ def peak_blocks(log, block_size: int) -> int:
 
 
 def count(serve, requests: list, target, draft, block_size: int = 16) -> tuple[list, Counts]:
-    """Serve `requests` once with `serve` under the FLOP counter: (completions, counts).
-    `target` and `draft` (or None) are the models it calls; a target that logs no packed call
-    (naive_serve) holds no cache."""
+    """Serve `requests` once with `serve` under the FLOP counter: (tokens, counts). `target` and
+    `draft` (or None) are the models it calls; a target that logs no packed call (naive_serve)
+    holds no cache."""
     logged = [m for m in (target, draft) if m is not None]
     calls = [len(m.calls) for m in logged]
     logs = [len(m.batch_log) for m in logged]
     with FlopCounterMode(display=False) as counter:
-        completions = serve(requests)
+        tokens = serve(requests)
     new_calls = [m.calls[n:] for m, n in zip(logged, calls, strict=True)]
     new_logs = [m.batch_log[n:] for m, n in zip(logged, logs, strict=True)]
     peak = None
@@ -248,7 +288,7 @@ def count(serve, requests: list, target, draft, block_size: int = 16) -> tuple[l
             peak_blocks(log, block_size) * block_bytes(m, block_size)
             for m, log in zip(logged, new_logs, strict=True)
         )
-    return completions, Counts(
+    return tokens, Counts(
         generated=sum(r.max_new_tokens for r in requests),
         flops=counter.get_total_flops(),
         target_calls=len(new_calls[0]),
@@ -257,6 +297,32 @@ def count(serve, requests: list, target, draft, block_size: int = 16) -> tuple[l
         draft_rows=sum(len(c.rows) for c in new_logs[1]) if draft is not None else 0,
         target_rows=sum(len(c.rows) for c in new_logs[0]),
         peak_kv_bytes=peak,
+    )
+
+
+def count_transformers(serve, requests: list, hf, threaded: bool) -> tuple[list, Counts]:
+    """`count` for a transformers model, whose forward calls a hook counts (input_ids' size:
+    every position fed, padding included). `threaded`: it runs in a thread of its own, where
+    the FLOP counter cannot see it."""
+    fed = []
+    hook = hf.register_forward_pre_hook(
+        lambda _, args, kwargs: fed.append(kwargs.get("input_ids", args[0] if args else None)),
+        with_kwargs=True,
+    )
+    try:
+        with FlopCounterMode(display=False) as counter:
+            tokens = serve(requests)
+    finally:
+        hook.remove()
+    return tokens, Counts(
+        generated=sum(r.max_new_tokens for r in requests),
+        flops=None if threaded else counter.get_total_flops(),
+        target_calls=len(fed),
+        draft_calls=0,
+        target_fed=sum(ids.numel() for ids in fed),
+        draft_rows=0,
+        target_rows=sum(ids.shape[0] for ids in fed),
+        peak_kv_bytes=None,
     )
 
 
@@ -280,26 +346,43 @@ class Result:
     variant: Variant
     tokens_per_s: float
     counts: Counts
-    tokens: list[list[int]]  # each completion's tokens
+    tokens: list[list[int]]  # each request's new tokens
 
 
-def run_all(impl, model, draft, requests, repeats: int, device: str) -> list[Result]:
+@dataclass
+class Served:
+    """A model, its draft and its workload; `hf`: the model as transformers runs it."""
+
+    model: TinyLlama
+    draft: TinyLlama | None
+    requests: list
+    hf: object = None
+
+
+def run_all(impl, plan: list[tuple[Variant, Served]], repeats: int, device: str) -> list[Result]:
     """Every variant counted once, then timed in `repeats` rounds (each round times every
     variant once, so a machine that gets busier slows them all alike); a line per run."""
     runs = []
-    for variant in VARIANTS:
-        subset = requests[:ALONE_REQUESTS] if variant.alone else requests
-        target, proposer = models(variant, model, draft)
-        serve = server(impl, variant, target, proposer)
-        completions, counts = count(serve, subset, target, proposer)
-        runs.append((variant, serve, subset, counts, [c.tokens for c in completions], []))
-        print(f"counted {variant.name:32} {len(subset):4} requests", flush=True)
+    for variant, served in plan:
+        subset = served.requests[:ALONE_REQUESTS] if variant.alone else served.requests
+        if variant.section == "transformers":
+            serve = server(impl, variant, None, hf=served.hf)
+            tokens, counts = count_transformers(
+                serve, subset, served.hf, threaded=variant.runner == "continuous"
+            )
+        else:
+            target, proposer = models(variant, served.model, served.draft)
+            serve = server(impl, variant, target, proposer)
+            tokens, counts = count(serve, subset, target, proposer)
+        runs.append((variant, serve, subset, counts, tokens, []))
+        name = f"{variant.section}: {variant.name}"
+        print(f"counted {name:58} {len(subset):4} requests", flush=True)
     for i in range(repeats):
         for variant, serve, subset, counts, _, times in runs:
             times.append(seconds(lambda serve=serve, subset=subset: serve(subset), device))
             print(
-                f"round {i + 1}/{repeats} {variant.name:32} {times[-1]:8.2f} s "
-                f"{counts.generated / times[-1]:9.1f} tokens/s",
+                f"round {i + 1}/{repeats} {variant.section + ': ' + variant.name:58} "
+                f"{times[-1]:7.2f} s {counts.generated / times[-1]:9.1f} tokens/s",
                 flush=True,
             )
     return [
@@ -312,27 +395,25 @@ def run_all(impl, model, draft, requests, repeats: int, device: str) -> list[Res
 # Report
 
 
-def table_rows(results: list[Result], names: list[str]) -> list[str]:
-    by_name = {r.variant.name: r for r in results}
-    naive = results[0].tokens_per_s
-    plain = next(r.tokens for r in results if r.variant == NO_DRAFT)
-    rows = [
+def table_rows(rows: list[Result], naive: Result, plain: Result) -> list[str]:
+    """The table of `rows`: tokens/s against `naive`'s, tokens against `plain`'s."""
+    lines = [
         "| variant | requests | tokens/s | × naive | GFLOP / token | target calls / token | "
         "draft calls / token | tokens fed / token | peak KV in use | same tokens |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for name in names:
-        r = by_name[name]
+    for r in rows:
         c, n = r.counts, r.counts.generated
-        same = sum(a == b for a, b in zip(r.tokens, plain[: len(r.tokens)], strict=True))
-        kv = "— (no cache)" if c.peak_kv_bytes is None else f"{c.peak_kv_bytes / 2**20:.2f} MiB"
+        same = sum(a == b for a, b in zip(r.tokens, plain.tokens, strict=False))
+        kv = "—" if c.peak_kv_bytes is None else f"{c.peak_kv_bytes / 2**20:.2f} MiB"
         draft = f"{c.draft_calls / n:.3f}" if r.variant.speculative else "—"
-        rows.append(
-            f"| {name} | {len(r.tokens)} | {r.tokens_per_s:,.0f} | "
-            f"{r.tokens_per_s / naive:.1f}× | {c.flops / n / 1e9:.3f} | {c.target_calls / n:.3f} | "
+        flops = "—" if c.flops is None else f"{c.flops / n / 1e9:.3f}"
+        lines.append(
+            f"| {r.variant.name} | {len(r.tokens)} | {r.tokens_per_s:,.0f} | "
+            f"{r.tokens_per_s / naive.tokens_per_s:.1f}× | {flops} | {c.target_calls / n:.3f} | "
             f"{draft} | {c.target_fed / n:.2f} | {kv} | {same}/{len(r.tokens)} |"
         )
-    return rows
+    return lines
 
 
 def cpu_name() -> str:
@@ -353,60 +434,133 @@ def machine_summary(device: str) -> str:
     )
 
 
-def report(results: list[Result], model, draft, requests, command: str, device: str) -> str:
-    ladder = [r.variant.name for r in results if r.variant.section == "ladder"]
-    off = [r.variant.name for r in results if r.variant.section == "switched off"]
-    full = next(r for r in results if r.variant == FULL)
-    config = model.config
+def describe(model: TinyLlama) -> str:
+    c = model.config
     params = sum(p.numel() for p in model.parameters())
+    experts = f", {c.n_experts} experts, top {c.top_k}" if c.n_experts else ""
+    return (
+        f"{params / 1e6:.2f} M parameters ({c.n_layers} layer{'s' * (c.n_layers != 1)}, "
+        f"{c.n_heads} heads × {c.head_dim}, "
+        f"{c.n_kv_heads} key/value heads, hidden width {c.hidden_dim}{experts})"
+    )
+
+
+def workload_line(requests, load: dict) -> str:
+    """The poisson_workload call that made `requests` (with `load`), and their mean lengths."""
     n_prompt = sum(len(r.prompt) for r in requests) / len(requests)
     n_new = sum(r.max_new_tokens for r in requests) / len(requests)
+    return (
+        f"`poisson_workload({len(requests)}, seed={SEED}, "
+        + ", ".join(f"{k}={v}" for k, v in load.items())
+        + f")`: prompts of {n_prompt:.1f} tokens and outputs of {n_new:.1f} on average, "
+        f"max_batch_size {MAX_BATCH}"
+    )
+
+
+def transformers_version() -> str:
+    import transformers
+
+    return transformers.__version__
+
+
+def report(results: list[Result], mixture: Served, pair: Served, folder: Path, command: str,
+           device: str) -> str:  # fmt: skip
+    by = {r.variant: r for r in results}
+    section = {s: [r for r in results if r.variant.section == s] for s in
+               ("ladder", "switched off", "transformers", "trained pair")}  # fmt: skip
+    naive, plain = by[NAIVE], by[NO_DRAFT]
+    full = by[PAIR[-1]]
+    load = CPU_WORKLOAD if device == "cpu" else GPU_WORKLOAD
+    context = min(pair.model.config.max_seq_len, pair.draft.config.max_seq_len)
+    pair_load = {**CPU_WORKLOAD, "max_seq_len": context}
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    naive = results[0]
+    agreement = folder / "agreement.json"
+    trained = ""
+    if agreement.is_file():
+        rate = json.loads(agreement.read_text())["greedy_agreement"]
+        trained = f"; their greedy agreement on held-out source is {rate:.1%} (agreement.json)"
+    against = [
+        f"`serve` / {r.variant.name}: {plain.tokens_per_s / r.tokens_per_s:.2f}× the tokens/s."
+        for r in section["transformers"]
+    ]
+    missing = [v.name for v in TRANSFORMERS if v not in by]
+    if missing:
+        against.append(f"Not in this version of transformers: {', '.join(missing)}.")
+    accepted = [
+        f"Draft acceptance, {r.variant.name}: {acceptance(r.counts):.1%} of proposed tokens kept, "
+        f"{r.counts.generated / r.counts.target_rows:.2f} tokens per verified row."
+        for r in section["trained pair"]
+        if r.variant.speculative
+    ]
     lines = [
         f"# Serving ablation ({device})",
         "",
         f"`{command}`, {stamp}.",
         "",
-        f"Machine: {machine_summary(device)}.",
+        f"Machine: {machine_summary(device)}; transformers {transformers_version()}.",
         "",
-        f"Model: the shared decoder as a mixture of experts, {next(model.parameters()).dtype}, "
-        f"{params / 1e6:.2f} M parameters: {config.n_layers} layers, {config.n_heads} heads × "
-        f"{config.head_dim} ({config.n_kv_heads} key/value heads), {config.n_experts} experts "
-        f"of hidden width {config.hidden_dim}, top {config.top_k}, vocabulary "
-        f"{config.vocab_size}. Draft: its first {draft.config.n_layers} block(s) with its "
-        f"embedding, final norm and head (early exit), k = {K}.",
+        "## The mixture",
         "",
-        f"Workload: `poisson_workload({len(requests)}, seed={SEED}, "
-        + ", ".join(
-            f"{k}={v}" for k, v in (CPU_WORKLOAD if device == "cpu" else GPU_WORKLOAD).items()
-        )
-        + f")`: prompts of {n_prompt:.1f} tokens and outputs of {n_new:.1f} on average, "
-        f"max_batch_size {MAX_BATCH}. The variants that serve one request at a time (naive_serve "
-        f"and max_batch_size=1) are timed and counted on the first {len(naive.tokens)} requests "
-        f"({naive.counts.generated} tokens) only; tokens/s is a rate, so their ratios stay fair.",
+        f"Model: the shared decoder as a mixture of experts, random weights, "
+        f"{next(mixture.model.parameters()).dtype}, {describe(mixture.model)}, vocabulary "
+        f"{mixture.model.config.vocab_size}.",
+        "",
+        f"Workload: {workload_line(mixture.requests, load)}. The variants that serve one request "
+        f"at a time (naive_serve and max_batch_size=1) are timed and counted on the first "
+        f"{len(naive.tokens)} requests ({naive.counts.generated} tokens) only; tokens/s is a "
+        "rate, so their ratios stay fair.",
         "",
         "### The ladder: one technique added at a time",
         "",
-        *table_rows(results, ladder),
+        *table_rows(section["ladder"], naive, plain),
         "",
-        "### The full engine with one technique switched off",
+        "### serve with one technique switched off",
         "",
-        'Without the draft it is the ladder\'s "+ grouped MoE" row. The KV cache cannot be '
-        "switched off through `serve`'s API.",
+        'With dense experts it is the ladder\'s "+ continuous batching" row. The KV cache cannot '
+        "be switched off through `serve`'s API.",
         "",
-        *table_rows(results, [full.variant.name, *off]),
+        *table_rows([plain, by[VARIANTS[2]], *section["switched off"]], naive, plain),
         "",
-        f"Draft acceptance (full engine): {acceptance(full.counts):.1%} of proposed tokens kept, "
-        f"{full.counts.generated / full.counts.target_rows:.2f} tokens per verified row.",
+        "### What users would run instead: transformers on the same weights",
+        "",
+        "Hugging Face transformers' batched `generate` (groups of "
+        f"{MAX_BATCH} in arrival order, prompts padded on the left, each group decoding until its "
+        "longest request is done) and its continuous batching `generate_batch` "
+        "(`grading/baselines.py`). They ignore arrivals (every request waits from the start), "
+        "which favours them; tokens fed counts every position of every forward call, padding and "
+        "finished rows included. generate_batch runs in a thread of its own, which the FLOP "
+        "counter does not see.",
+        "",
+        *table_rows(section["transformers"], naive, plain),
+        "",
+        *against,
+        "",
+        "## Speculative decoding: the trained pair",
+        "",
+        f"Models (`{folder}`): the byte-level target, {describe(pair.model)}, and its draft, "
+        f"{describe(pair.draft)}, trained on the standard library's source by "
+        f"`python -m grading.train`{trained}. float32. A draft with random weights rarely agrees "
+        "with its target, and speculation then costs more than it saves: a trained draft shows "
+        "what it is for.",
+        "",
+        f"Workload: the lengths and arrivals of {workload_line(pair.requests, pair_load)}, "
+        "with each "
+        "prompt cut from the held-out modules (the same number of bytes); draft k = "
+        f"{K}. Same tokens: against `serve` without the draft.",
+        "",
+        *table_rows(section["trained pair"], by[PAIR_NAIVE], by[PAIR_SERVE]),
+        "",
+        *accepted,
+        f"Speculation at batch 32: {full.tokens_per_s / by[PAIR_SERVE].tokens_per_s:.2f}× the "
+        "tokens/s of `serve` without the draft.",
         "",
         "tokens/s: generated tokens over the median wall-clock time of the runs. Counts come from "
         "one more, untimed run, per generated token. GFLOP: target and draft, as "
         "`torch.utils.flop_counter` counts them (matrix products and attention). Peak KV in use: "
         "the most blocks (16 tokens) the rows of one target call need, × bytes per block of the "
-        "target and the draft. Same tokens: completions identical to those of the engine "
-        "without a draft (greedy decoding everywhere; the dense experts sum in another order, so "
-        "a rare near-tie may flip).",
+        "target and the draft. Same tokens: completions identical to `serve`'s without a draft "
+        "(greedy decoding everywhere; dense experts and transformers sum in another order, so a "
+        "rare near-tie may flip).",
         "",
     ]
     return "\n".join(lines)
@@ -417,26 +571,51 @@ def plot(results: list[Result], path: Path, device: str) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter, NullFormatter
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-    naive = results[0].tokens_per_s
-    names = [r.variant.name for r in results]
-    ratios = [r.tokens_per_s / naive for r in results]
-    colours = ["tab:blue" if r.variant.section == "ladder" else "tab:orange" for r in results]
-    fig, ax = plt.subplots(figsize=(10, 5))
-    bars = ax.bar(range(len(results)), ratios, color=colours)
-    ax.bar_label(bars, labels=[f"{x:.1f}×" for x in ratios])
-    ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}×"))
-    ax.yaxis.set_minor_formatter(NullFormatter())
-    ax.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
-    ax.set_xticks(range(len(results)), names, rotation=20, ha="right", fontsize=8)
-    ax.set_ylabel("tokens/s ÷ naive_serve's (log scale)")
-    ax.set_title(f"Serving ablation on the {device}: blue adds one technique at a time, "
-                 "orange switches one off the full engine", fontsize=9)  # fmt: skip
+    colours = {"ladder": "tab:blue", "switched off": "tab:orange", "transformers": "tab:green",
+               "trained pair": "tab:purple"}  # fmt: skip
+    panels = [
+        ("the mixture", [r for r in results if r.variant.section != "trained pair"]),
+        ("the trained pair", [r for r in results if r.variant.section == "trained pair"]),
+    ]
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5), width_ratios=[len(p[1]) for p in panels])
+    for ax, (title, rows) in zip(axes, panels, strict=True):
+        naive = rows[0].tokens_per_s
+        ratios = [r.tokens_per_s / naive for r in rows]
+        bars = ax.bar(range(len(rows)), ratios, color=[colours[r.variant.section] for r in rows])
+        ax.bar_label(bars, labels=[f"{x:.1f}×" for x in ratios], fontsize=8)
+        ax.set_yscale("log")
+        ax.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}×"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
+        names = [r.variant.name for r in rows]
+        ax.set_xticks(range(len(rows)), names, rotation=25, ha="right", fontsize=7)
+        ax.set_title(f"{title}: tokens/s ÷ its naive_serve's", fontsize=9)
+    fig.suptitle(f"Serving on the {device}: blue adds one technique at a time, orange switches "
+                 "one off, green is transformers, purple speculates", fontsize=9)  # fmt: skip
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def measure(impl, n_requests: int, repeats: int, device: str, folder: Path):
+    """Every variant on its model, counted and timed: (results, the mixture, the pair)."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()  # the checkpoint's conversion prints a progress bar
+    hf_logging.disable_progress_bar()
+    pair = Served(*trained_pair(folder, device, n_requests, impl))
+    model, requests = shipped(device, n_requests, impl)
+    mixture = Served(model, None, requests, as_transformers(model))
+    plan = [(v, mixture) for v in VARIANTS]
+    plan += [(v, mixture) for v in TRANSFORMERS if v.runner != "continuous"]
+    if hasattr(mixture.hf, "generate_batch"):  # transformers 5 and later
+        plan.append((TRANSFORMERS[-1], mixture))
+    plan += [(v, pair) for v in PAIR]
+    with torch.no_grad():
+        return run_all(impl, plan, repeats, device), mixture, pair
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -447,30 +626,33 @@ def main(argv: list[str] | None = None) -> int:
         "--impl", default="reference",
         help="reference (default), solution (katas/serving/solution.py) or a path to a .py file",
     )  # fmt: skip
-    parser.add_argument("--requests", type=int, default=200, help="requests in the workload")
+    parser.add_argument("--requests", type=int, default=48, help="requests in each workload")
     parser.add_argument(
         "--repeats", type=int, default=3, help="timed rounds; each times every variant once"
     )
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument(
+        "--models", type=Path, default=SHIPPED, help=f"the trained pair's folder ({SHIPPED})"
+    )
     parser.add_argument("--out", type=Path, default=Path("results"), help="folder for the report")
     args = parser.parse_args(argv)
     if args.device != "cpu" and not has_cuda():
         raise SystemExit(f"--device {args.device}: this machine has no CUDA GPU")
-    if args.requests < ALONE_REQUESTS or args.repeats < 1:
-        raise SystemExit(f"--requests must be >= {ALONE_REQUESTS} and --repeats >= 1")
+    if args.requests < 1 or args.repeats < 1:
+        raise SystemExit("--requests and --repeats must be >= 1")
     if args.device == "cpu":
         torch.set_num_threads(1)  # one core, every variant alike
     try:
         impl = load_impl("serving", args.impl)
-    except ImplError as exc:
+        results, mixture, pair = measure(
+            impl, args.requests, args.repeats, args.device, args.models
+        )
+    except (ImplError, ValueError) as exc:
         raise SystemExit(str(exc)) from None
     command = "python -m katas.serving.benchmark " + " ".join(
         sys.argv[1:] if argv is None else argv
     )
-    model, draft, requests = shipped(args.device, args.requests, impl)
-    with torch.no_grad():
-        results = run_all(impl, model, draft, requests, args.repeats, args.device)
-    text = report(results, model, draft, requests, command.strip(), args.device)
+    text = report(results, mixture, pair, args.models, command.strip(), args.device)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"serving_{args.device}.md").write_text(text)
     plot(results, args.out / f"serving_{args.device}.png", args.device)

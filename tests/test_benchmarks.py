@@ -1,0 +1,90 @@
+"""The benchmarks run end to end on tiny settings, and every method's tokens are greedy decoding's.
+
+The trained pair is stood in for by random weights in the trained models' shapes (`grading.train`
+TARGET and DRAFT), written as checkpoints the way `python -m grading.train` writes them; the
+serving benchmark's mixture and workload are shrunk so that each test takes seconds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+pytest.importorskip("transformers", reason="needs the `models` extra")
+pytest.importorskip("safetensors", reason="needs the `models` extra")
+
+from grading.hf import save_checkpoint  # noqa: E402
+from grading.impl import load_impl  # noqa: E402
+from grading.model import greedy_generate_no_cache, make_model  # noqa: E402
+from grading.train import DRAFT, TARGET  # noqa: E402
+from grading.workload import held_out_prompts  # noqa: E402
+from katas.serving import benchmark as serving  # noqa: E402
+from katas.speculative_decoding import benchmark as speculative  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    """A folder with target/ and draft/ checkpoints: random weights, the trained models' shapes."""
+    folder = tmp_path_factory.mktemp("models")
+    for seed, (name, config) in enumerate((("target", TARGET), ("draft", DRAFT))):
+        model = make_model(seed, torch.float32, **dataclasses.asdict(config))
+        save_checkpoint(model, folder / name)
+    return folder
+
+
+@pytest.fixture(autouse=True)
+def threads():
+    """The benchmarks run on one thread; the tests after them get their threads back."""
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
+def greedy(model, prompt: list[int], n: int) -> list[int]:
+    """The oracle: greedy decoding without a cache, every step re-feeding the sequence."""
+    out = greedy_generate_no_cache(model, torch.tensor([prompt]), n)
+    return out[0, len(prompt) :].tolist()
+
+
+def test_speculative_benchmark_gives_greedy_decodings_bytes(pair, tmp_path):
+    impl = load_impl("speculative_decoding", "reference")
+    target, draft = speculative.load_pair(pair, torch.float32)
+    prompts = [torch.tensor([p]) for p in held_out_prompts([10, 10, 10])]
+    results = speculative.run_all(impl, target, draft, prompts, new=14, k=3, repeats=1)
+    expected = [greedy(target, p[0].tolist(), 14) for p in prompts]
+    for r in results:
+        assert r.tokens == expected, f"{r.name}: its bytes differ from greedy decoding's"
+        assert sum(r.per_call) == 14, f"{r.name}: {r.per_call} should commit 14 bytes"
+    assert [r.target_calls for r in results][0] == 3 * 14, "plain greedy: a call per token"
+    argv = ["--models", str(pair), "--prompts", "2", "--prompt-bytes", "8", "--new-bytes", "6"]
+    assert speculative.main([*argv, "--repeats", "1", "--out", str(tmp_path)]) == 0
+    text = (tmp_path / "speculative_cpu.md").read_text()
+    assert text.count("| 2/2 |") == 3, text
+
+
+def test_speculative_benchmark_refuses_a_folder_without_models(tmp_path):
+    with pytest.raises(SystemExit, match="python -m grading.train"):
+        speculative.main(["--models", str(tmp_path), "--out", str(tmp_path)])
+
+
+def test_serving_benchmark_gives_greedy_decodings_tokens(pair, tmp_path, monkeypatch):
+    monkeypatch.setattr(serving, "CPU_MODEL", {**serving.CPU_MODEL, "hidden_dim": 32})
+    monkeypatch.setattr(serving, "CPU_WORKLOAD", {**serving.CPU_WORKLOAD, "scale": 0.03})
+    impl = load_impl("serving", "reference")
+    results, mixture, trained = serving.measure(impl, 4, repeats=1, device="cpu", folder=pair)
+    sections = {r.variant.section for r in results}
+    assert sections == {"ladder", "switched off", "transformers", "trained pair"}, sections
+    for r in results:
+        served = trained if r.variant.section == "trained pair" else mixture
+        expected = [
+            greedy(served.model, q.prompt, q.max_new_tokens)
+            for q in served.requests[: len(r.tokens)]
+        ]
+        assert r.tokens == expected, f"{r.variant.name}: its tokens differ from greedy decoding's"
+    text = serving.report(results, mixture, trained, pair, "python -m ...", "cpu")
+    for variant in serving.VARIANTS + serving.PAIR:
+        assert f"| {variant.name} |" in text, f"{variant.name} is missing from the report"
+    serving.plot(results, tmp_path / "serving_cpu.png", "cpu")
+    assert (tmp_path / "serving_cpu.png").stat().st_size > 0
