@@ -75,13 +75,31 @@ def _cpu_attention_flops(query_shape, key_shape, value_shape, *args, **kwargs) -
     return 2 * math.prod(lead) * n_q * n_k * (d + d_v)
 
 
+def _trilinear_flops(shape1, shape2, shape3, expand1, expand2, expand3, *args, **kwargs) -> int:
+    """F.bilinear's kernel: three operands, each given size-1 dimensions at its `expand` places,
+    multiplied over the broadcast of their shapes and summed: two FLOPs per point of it (PyTorch
+    counts it as zero, so a matrix product written as a bilinear form would cost nothing)."""
+
+    def full(shape, expand):
+        sizes = iter(shape)
+        return [1 if d in expand else next(sizes) for d in range(len(shape) + len(expand))]
+
+    shapes = (full(shape1, expand1), full(shape2, expand2), full(shape3, expand3))
+    return 2 * math.prod(max(sizes) for sizes in zip(*shapes))
+
+
 def _formulas() -> dict:
-    """FLOP formulas by operator, copied once: PyTorch's own, plus its CPU attention kernel
-    (which it counts as zero, letting a dense solution hide its N² work behind one call)."""
+    """FLOP formulas by operator, copied once: PyTorch's own, plus two it lacks: its CPU
+    attention kernel and F.bilinear's (which it counts as zero, letting a dense solution hide its
+    work behind one call)."""
     formulas = dict(flop_registry)
-    op = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
-    if op is not None:
-        formulas[op] = shape_wrapper(_cpu_attention_flops)
+    for name, formula in (
+        ("_scaled_dot_product_flash_attention_for_cpu", _cpu_attention_flops),
+        ("_trilinear", _trilinear_flops),
+    ):
+        op = getattr(torch.ops.aten, name, None)
+        if op is not None:
+            formulas[op] = shape_wrapper(formula)
     return formulas
 
 
