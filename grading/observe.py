@@ -85,7 +85,7 @@ def _trilinear_flops(shape1, shape2, shape3, expand1, expand2, expand3, *args, *
         return [1 if d in expand else next(sizes) for d in range(len(shape) + len(expand))]
 
     shapes = (full(shape1, expand1), full(shape2, expand2), full(shape3, expand3))
-    return 2 * math.prod(max(sizes) for sizes in zip(*shapes))
+    return 2 * math.prod(max(sizes) for sizes in zip(*shapes, strict=True))
 
 
 def _formulas() -> dict:

@@ -15,7 +15,9 @@ REPLACE = {
             _check_layer(x, gate_w, w1, w3, w2)
             T, E = x.shape[0], gate_w.shape[0]
             weights, experts = route(x.float() @ gate_w.float().T, k)  # (T, k)
-            capacity = None if capacity_factor is None else expert_capacity(T, k, E, capacity_factor)
+            capacity = None
+            if capacity_factor is not None:
+                capacity = expert_capacity(T, k, E, capacity_factor)
             plan = plan_dispatch(experts, E)  # every assignment, the dropped ones too
             grouped = dispatch(x, plan)  # (T·k, d)
 
