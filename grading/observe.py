@@ -267,8 +267,9 @@ class _OpInfo:
 # Elementwise products: every expert applied to every token by broadcasting is one of these,
 # scored zero by the FLOP formulas.
 _PRODUCTS = frozenset({"mul", "mul_", "addcmul", "addcmul_", "div", "div_", "addcdiv", "addcdiv_"})
-# Products the FLOP formulas also score as zero, counted by their inputs: (m, n) x (n,) is m·n.
-_VECTOR_PRODUCTS = {"mv": 0, "addmv": 1, "dot": 0, "vdot": 0}
+# Products the FLOP formulas also score as zero, counted by their inputs: (m, n) x (n,) is m·n,
+# and a product reduction (torch.prod, torch.cumprod) of n elements is n.
+_VECTOR_PRODUCTS = {"mv": 0, "addmv": 1, "dot": 0, "vdot": 0, "prod": 0, "cumprod": 0}
 _INFO: dict[int, _OpInfo] = {}  # by id(operator): an operator's own hash is slow Python
 _BITCAST = torch.ops.aten.view.dtype
 # Operators that turn floating-point values into integer ones (x.long(), x.to(torch.int32), and
