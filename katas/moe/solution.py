@@ -53,8 +53,9 @@ def route(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
 def expert_capacity(num_tokens: int, k: int, num_experts: int, capacity_factor: float) -> int:
     """C = ceil(capacity_factor · T · k / E), the most assignments one expert serves (an int).
 
-    ValueError for a capacity_factor that is not a finite number > 0, num_tokens not an int >= 0,
-    num_experts not an int >= 1, or k not an int in 1..num_experts.
+    capacity_factor is an int or a float. ValueError for a capacity_factor that is not a finite
+    number > 0, num_tokens not an int >= 0, num_experts not an int >= 1, or k not an int in
+    1..num_experts.
     """
     # TODO(level 2): count all T·k assignments, spread them over E experts, round up
     raise NotImplementedError("level 2: expert_capacity is not implemented yet")
@@ -146,8 +147,9 @@ def expert_mlp(
 def moe_forward(x, gate_w, w1, w3, w2, k, capacity_factor=None) -> torch.Tensor:
     """The sparse MoE layer: y_t = Σ_r weights[t, r] · expert_{experts[t, r]}(x_t).
 
-    x [T, d] float; gate_w [E, d]; w1, w3 [E, d, h]; w2 [E, h, d] in x's dtype -> y [T, d] in
-    x's dtype. The router runs in float32: logits = x.float() @ gate_w.float().T, then
+    x [T, d] float; gate_w [E, d] in any float dtype; w1, w3 [E, d, h]; w2 [E, h, d] in x's
+    dtype -> y [T, d] in x's dtype. The router runs in float32 for every dtype of x (float64
+    too): logits = x.float() @ gate_w.float().T, then
     route(logits, k). Each expert runs once, in x's dtype, on exactly the tokens routed to it
     (and kept): the multiplications grow with T·k, never T·E, whether by matrix products or by
     broadcasting, and no tensor exceeds T·k·max(E, d, h) elements. capacity_factor None means no

@@ -65,6 +65,14 @@ BAD_INPUT = [
     ),
     (
         BadCall(
+            "expert_capacity(2.5, 1, 3, 1.0)",
+            "float T",
+            lambda m: m.expert_capacity(2.5, 1, E, 1.0),
+        ),
+        "num_tokens",
+    ),
+    (
+        BadCall(
             "expert_capacity(4, 0, 3, 1.0)",
             "capacity k = 0",
             lambda m: m.expert_capacity(T, 0, E, 1.0),
@@ -176,6 +184,8 @@ def test_bad_plan_input_raises_value_error(impl, bad, argument):
         (1000, 2, 64, 1e-9, 1),  # a tiny factor still serves one
         (4096, 8, 64, 64.0, 32768),  # a factor of E: C = T·k, nothing can be dropped
         (0, 2, 8, 1.0, 0),  # no tokens, nothing to serve
+        (4, 1, 2, 2, 4),  # an int factor is a number too
+        (10, 2, 8, 1, 3),
     ],
 )
 def test_expert_capacity_rounds_up(impl, T, k, E, factor, expected):
@@ -251,6 +261,39 @@ def test_plan_keeps_at_most_capacity_in_priority_order(impl, spec: RoutingSpec):
         "first) and keep priority order inside each group (by rank, then token)\n"
         f"expected tokens {tokens} ranks {ranks}\ngot tokens {plan.token.tolist()} "
         f"ranks {plan.rank.tolist()}"
+    )
+
+
+@pytest.mark.parametrize("capacity", [None, 1, 2], ids=lambda c: f"capacity {c}")
+def test_plan_with_more_experts_than_a_byte_holds(impl, capacity):
+    # E = 300: expert ids 256 and up do not fit in a uint8 (they would wrap to 0, 1, ...).
+    E = 300
+    experts = torch.tensor([[256, 0], [299, 256], [0, 44], [256, 299], [43, 0]])  # (T = 5, k = 2)
+    plan = impl.plan_dispatch(experts, E, capacity=capacity)
+    tokens, ranks, counts = plan_oracle(experts, E, capacity)
+    got = (plan.token.tolist(), plan.rank.tolist(), plan.counts.tolist())
+    assert got == (tokens, ranks, counts), (
+        f"plan_dispatch(experts={experts.tolist()}, {E}, capacity={capacity}):\n"
+        f"expected token {tokens}, rank {ranks}, nonzero counts "
+        f"{ {e: c for e, c in enumerate(counts) if c} }\n"
+        f"got      token {got[0]}, rank {got[1]}, nonzero counts "
+        f"{ {e: c for e, c in enumerate(got[2]) if c} }\n"
+        "any E is allowed: keep expert ids in int64 (a uint8 or int8 copy wraps 256 to 0)"
+    )
+
+
+def test_expert_load_counts_past_float32_integers(impl):
+    # 2**24 + 1 assignments to expert 0: float32 holds consecutive integers only up to 2**24,
+    # so a count kept in float32 (a float histogram, a float mask summed) loses one.
+    n = 2**24 + 1
+    experts = torch.zeros(n, 1, dtype=torch.int64)  # (T = n, k = 1)
+    load = impl.expert_load(experts, 2, capacity=n)
+    expected = [n, 0]
+    assert load.routed.tolist() == expected and load.kept.tolist() == expected, (
+        f"expert_load of {n:,} assignments all to expert 0 of 2 (capacity {n:,}): expected "
+        f"routed and kept {expected}, got routed {load.routed.tolist()}, kept "
+        f"{load.kept.tolist()}: count in int64 (torch.bincount), not in float32, which stops "
+        "at 2**24"
     )
 
 

@@ -94,6 +94,14 @@ BAD_INPUT = [
     ),
     (
         BadCall(
+            "moe_forward(..., w2 of shape [E, h, d + 1])",
+            "w2 too wide",
+            lambda m: forward(m, w2=torch.zeros(E, h, d + 1)),
+        ),
+        "w2",
+    ),
+    (
+        BadCall(
             "moe_forward(x float32, ..., w1 float64, ...)",
             "w1 in another dtype",
             lambda m: forward(m, w1=W1.double()),
@@ -145,6 +153,14 @@ BAD_INPUT = [
             "expert_mlp(x, w1 [d, h], w3 [d, h], w2 of shape [d, h])",
             "expert w2 transposed",
             lambda m: m.expert_mlp(X, W1[0], W3[0], W2[0].T),
+        ),
+        "w2",
+    ),
+    (
+        BadCall(
+            "expert_mlp(x [4, 6], w1 [6, 5], w3 [6, 5], w2 of shape [5, 7])",
+            "expert w2 too wide",
+            lambda m: m.expert_mlp(X, W1[0], W3[0], torch.zeros(h, d + 1)),
         ),
         "w2",
     ),
@@ -396,6 +412,7 @@ def test_dropped_assignments_cost_nothing(impl, E, factor):
 @given(spec=layer_specs())
 @example(spec=LayerSpec(T=33, d=8, h=16, E=64, k=2, dtype=torch.bfloat16, seed=0))
 @example(spec=LayerSpec(T=5, d=3, h=7, E=8, k=8, dtype=torch.float16, seed=1))
+@example(spec=LayerSpec(T=7, d=3, h=2, E=300, k=2, dtype=torch.float32, seed=0))
 def test_moe_forward_matches_oracle(impl, spec: LayerSpec):
     layer = spec.build()
     before = [t.clone() for t in layer]
@@ -409,6 +426,54 @@ def test_moe_forward_matches_oracle(impl, spec: LayerSpec):
         hint="y_t = Σ_r weights[t, r] · expert_{experts[t, r]}(x_t), router logits "
         "x.float() @ gate_w.float().T, each expert's output scatter-ADDED to its tokens. If only "
         "float16/bfloat16 fail, look for a precision problem: the router must run in float32",
+    )
+
+
+@pytest.mark.parametrize(
+    ("dtype", "gate_dtype"),
+    [
+        (torch.bfloat16, torch.float32),
+        (torch.float16, torch.float32),
+        (torch.float32, torch.float64),
+        (torch.float64, torch.float32),
+    ],
+    ids=str,
+)
+def test_moe_forward_takes_gate_w_in_any_float_dtype(impl, dtype, gate_dtype):
+    spec = LayerSpec(T=9, d=8, h=4, E=5, k=2, dtype=dtype, seed=4)
+    x, gate_w, w1, w3, w2 = spec.build()
+    layer = (x, gate_w.to(gate_dtype), w1, w3, w2)  # only the router in another dtype
+    try:
+        y = impl.moe_forward(*layer, spec.k)
+    except ValueError as error:
+        raise AssertionError(
+            f"moe_forward(x {dtype}, gate_w {gate_dtype}, ...) raised ValueError: {error}\n"
+            "only w1, w3 and w2 must be in x's dtype; gate_w may be in any float dtype, since "
+            "the router casts both to float32 (x.float() @ gate_w.float().T)"
+        ) from error
+    assert_like_oracle(
+        y,
+        lambda dtype: moe_oracle(*layer, spec.k, dtype=dtype),
+        dtype=dtype,
+        hint="the router's logits are x.float() @ gate_w.float().T whatever gate_w's dtype",
+    )
+
+
+def test_the_router_runs_in_float32_for_float64_input(impl):
+    # Float32 rounds 2**20 + 0.03 to 2**20, so the pinned logits x.float() @ gate_w.float().T
+    # are [0, 0.01] and expert 1 wins; a float64 router sees [0.03, 0.01] and picks expert 0.
+    x = torch.tensor([[1.0, -1.0]], dtype=torch.float64)  # (T = 1, d = 2)
+    gate_w = torch.tensor([[2.0**20 + 0.03, 2.0**20], [0.01, 0.0]], dtype=torch.float64)
+    w1 = torch.tensor([[[1.0], [-1.0]]] * 2, dtype=torch.float64)  # (E = 2, d, h = 1): x0 - x1
+    w2 = torch.tensor([[[1.0, 1.0]], [[-1.0, -1.0]]], dtype=torch.float64)  # expert 1 is -expert 0
+    layer = (x, gate_w, w1, w1.clone(), w2)
+    assert_like_oracle(
+        impl.moe_forward(*layer, 1),
+        lambda dtype: moe_oracle(*layer, 1, dtype=dtype),
+        dtype=torch.float64,
+        hint="the router runs in float32 for every dtype of x, float64 included: logits = "
+        "x.float() @ gate_w.float().T (here [0, 0.01], so expert 1); float64 logits "
+        "([0.03, 0.01]) pick expert 0",
     )
 
 
@@ -557,7 +622,7 @@ def test_identical_experts_make_a_single_mlp(impl, spec: LayerSpec):
 @given(spec=layer_specs())
 def test_a_capacity_of_at_least_T_times_k_changes_nothing(impl, spec: LayerSpec):
     layer = spec.build()
-    factor = float(spec.E)  # C = ceil(E · T · k / E) = T · k: no expert can be sent more
+    factor = spec.E  # an int: C = ceil(E · T · k / E) = T · k, no expert can be sent more
     assert_like_oracle(
         impl.moe_forward(*layer, spec.k, capacity_factor=factor),
         lambda dtype: moe_oracle(*layer, spec.k, dtype=dtype),
