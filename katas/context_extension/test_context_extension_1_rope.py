@@ -39,6 +39,17 @@ PRECISION = (
     "digits of far positions"
 )
 
+
+def _shares_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """The bytes of a's storage and b's storage overlap (a view of b, or b itself)."""
+    sa, sb = a.untyped_storage(), b.untyped_storage()
+    if not sa.nbytes() or not sb.nbytes():
+        return False
+    return (
+        sa.data_ptr() < sb.data_ptr() + sb.nbytes() and sb.data_ptr() < sa.data_ptr() + sa.nbytes()
+    )
+
+
 # ----------------------------------------------------------------------------------------------
 # Bad input
 
@@ -253,6 +264,27 @@ def test_one_decoding_step_far_out(impl, position, dtype):
         assert_close(sin, expected_sin, name=f"sin {where}", hint=hint)
 
 
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float32, torch.float64], ids=str)
+def test_near_positions_keep_float32_accuracy(impl, dtype):
+    """The angles are formed in float64 at every position, near ones too: each table entry is the
+    float64 cos/sin rounded to float32 once, within a few float32 steps of the float64 oracle."""
+    positions = torch.arange(256).to(dtype)  # 0 .. 255, exact in every dtype here
+    bound = 4 * 2.0**-24  # 4 float32 steps of values in [0.5, 1): rounding once costs at most 1/2
+    for inv_freq in (impl.rope_inv_freq(4, 3.7), impl.rope_inv_freq(6, 1.37)):
+        got = impl.rope_cos_sin(positions, inv_freq)
+        want = cos_sin_oracle(positions, inv_freq)
+        for name, table, expected in zip(("cos", "sin"), got, want, strict=True):
+            error = (table.double() - expected).abs().max().item()
+            assert error <= bound, (
+                f"{name} of positions 0 .. 255 ({dtype}, inv_freq {inv_freq.tolist()}) is off by "
+                f"up to {error:.3g} from the float64 oracle; the bound is {bound:.3g} (4 float32 "
+                "steps). The README: the angles positions[n] * inv_freq[i] are 'formed in "
+                "**float64** from the values exactly as given ... and rounded to float32 only at "
+                "the end'. A float32 angle (a fast path for short positions, say) is off by up "
+                "to half a float32 step of the angle itself, some hundred steps of cos and sin"
+            )
+
+
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16], ids=str)
 def test_rope_cos_sin_of_a_long_prompt(impl, dtype):
     # The tables of a 3000-token prompt in one call, a million tokens in where the dtype allows.
@@ -362,6 +394,23 @@ def test_rope_answers_follow_their_inputs(impl, d, n, base, seed):
             name=f"apply_rope after x, cos and sin were changed in place ({step + 1}x)",
             hint=memory,
         )
+    # The same values in another order: a memory keyed on a summary of the values (their sum,
+    # their sum of squares) cannot tell them apart, and answers with the earlier rows.
+    shuffled = positions.flip(0)  # (n,): a new tensor, the rows in reverse order
+    for table_name, got, want in zip(
+        ("cos", "sin"),
+        impl.rope_cos_sin(shuffled, inv_freq.clone()),
+        cos_sin_oracle(shuffled, inv_freq),
+        strict=True,
+    ):
+        assert_close(
+            got,
+            want,
+            name=f"{table_name} for the same positions in another order",
+            hint="the row for positions[n] must come from positions[n]; a memory keyed on a "
+            "summary of the values (their sum, sum of squares) answers a reordering with the "
+            "earlier call's rows: compute from the values on every call",
+        )
     for step in range(4):  # decoding: a new [1] tensor per step, perhaps at a freed one's id
         position = torch.tensor([1000 * step + seed % 1000])
         cos, sin = impl.rope_cos_sin(position, inv_freq)
@@ -431,6 +480,21 @@ def test_position_zero_is_the_identity(impl, d, n, dtype, seed):
     out = impl.apply_rope(x, cos, sin)
     assert out.dtype == dtype, f"apply_rope must keep x's dtype {dtype}, got {out.dtype}"
     assert_close(out, x.double(), hint="at position 0 every angle is 0: cos 1, sin 0")
+    for name, given_tensor in (("x", x), ("cos", cos), ("sin", sin)):
+        assert not _shares_memory(out, given_tensor), (
+            f"apply_rope at position 0 returned a tensor sharing its memory with {name}: the "
+            "README says every call returns new tensors, the caller's to change; a caller that "
+            f"changes the result would change its {name}. Even when nothing turns, return a copy"
+        )
+    kept = x.clone()
+    out.fill_(float("nan"))  # the caller's to change
+    assert torch.equal(x, kept), "changing apply_rope's result changed its input x"
+    assert_close(
+        impl.apply_rope(x, cos, sin),
+        x.double(),
+        name="apply_rope called again after the caller changed the first result",
+        hint="the first result must be a new tensor, not one the next call reads or returns",
+    )
 
 
 # ----------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import torch
 from hypothesis import example, given, note
 from hypothesis import strategies as st
 
+from grading.cost import measure
 from grading.errors import BadCall, assert_value_error
 from grading.tolerance import assert_close
 from katas.context_extension.cases import (
@@ -314,4 +315,32 @@ def test_yarn_inv_freq_matches_oracle(impl, d, base, factor, trained, betas):
     )
     assert math.isclose(attention_factor, expected_attention, rel_tol=1e-9), (
         f"attention_factor: expected {expected_attention}, got {attention_factor}"
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Computed when asked
+
+# Bases no other test uses, so the first call here is a first call for every function.
+FIRST_ASKED = {
+    "rope_inv_freq": (4096, 12_345.678_9),
+    "linear_scaled_inv_freq": (4096, 23_456.789_1, 3.5),
+    "ntk_scaled_inv_freq": (4096, 34_567.891_2, 3.5),
+    "dynamic_ntk_inv_freq": (4096, 45_678.912_3, 3.5, 9000, 2048),
+    "yarn_inv_freq": (4096, 56_789.123_4, 3.5, 2048),
+}
+
+
+@pytest.mark.parametrize("name", list(FIRST_ASKED))
+def test_frequencies_are_computed_when_asked(impl, name):
+    """The README: answers are computed when asked, and a repeated call costs about the same. A
+    frequency function asked twice with the same arguments does the same work twice."""
+    fn, args = getattr(impl, name), FIRST_ASKED[name]
+    _, first = measure(fn, *args)
+    _, again = measure(fn, *args)
+    assert again.work >= 0.9 * first.work, (
+        f"{name}{args} did {first.work:,} units of work (elements read and written) the first "
+        f"time but {again.work:,} when asked again with the same arguments: the answer came from "
+        "a memory of the first call (functools.cache or lru_cache on the frequencies, say). "
+        "Compute every answer when asked"
     )

@@ -70,6 +70,35 @@ def test_alibi_slopes_known_values(impl):
     assert_close(impl.alibi_slopes(1), torch.tensor([2.0**-8], dtype=F64), hint=SLOPE_RULE)
 
 
+@given(n_heads=st.integers(1, 24), scribble=st.sampled_from(["nan", "zero"]))
+@example(n_heads=8, scribble="nan")
+def test_alibi_slopes_are_the_callers_own(impl, n_heads, scribble):
+    """Every call returns a new tensor, the caller's to change: changing the slopes one call gave
+    changes neither a later call's slopes nor the bias built from them."""
+    first = impl.alibi_slopes(n_heads)
+    second = impl.alibi_slopes(n_heads)
+    shared = first.untyped_storage().data_ptr() == second.untyped_storage().data_ptr()
+    assert not shared, (
+        f"two calls alibi_slopes({n_heads}) returned tensors sharing one memory: every call "
+        "returns a new tensor, the caller's to change, not one kept between calls"
+    )
+    first.fill_(float("nan") if scribble == "nan" else 0.0)  # the caller's to change
+    hint = (
+        "a later call gave other values after the caller changed an earlier call's slopes in "
+        "place: return a new tensor on every call, not one kept between calls (a module-level "
+        "dict or functools.cache)"
+    )
+    want = torch.tensor(alibi_slopes_oracle(n_heads), dtype=F64)
+    assert_close(second, want, name="the slopes of the second call", hint=hint)
+    assert_close(impl.alibi_slopes(n_heads), want, name="the slopes of a later call", hint=hint)
+    assert_close(
+        impl.alibi_bias(n_heads, 2, 3),
+        alibi_bias_oracle(n_heads, 2, 3),
+        name="alibi_bias after the caller changed some slopes",
+        hint=hint,
+    )
+
+
 def test_alibi_bias_known_values(impl):
     # 2 heads (slopes 1/16, 1/256), 2 queries at positions 1 and 2, 3 keys at 0, 1, 2.
     s = torch.tensor([1 / 16, 1 / 256], dtype=F64)[:, None, None]
