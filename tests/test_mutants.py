@@ -30,7 +30,7 @@ MINIMUM = {
     "efficient_attention": 46,
     "flash_attention": 40,
     "kv_cache": 43,
-    "moe": 41,
+    "moe": 42,
     "speculative_decoding": 39,
     "serving": 35,
 }

@@ -137,7 +137,8 @@ def expert_mlp(
 ) -> torch.Tensor:
     """One expert, a gated MLP: (silu(x @ w1) * (x @ w3)) @ w2.
 
-    x [n, d] float; w1, w3 [d, h]; w2 [h, d], all in x's dtype -> [n, d], computed in x's dtype.
+    x [n, d] float; w1, w3 [d, h]; w2 [h, d], all in x's dtype -> [n, d], computed in x's dtype:
+    no upcast, each of x @ w1, x @ w3, the gated product and the last matmul is in x's dtype.
     ValueError (naming the argument) for shapes that do not fit or weights in another dtype.
     """
     # TODO(level 3): the gated MLP

@@ -248,6 +248,32 @@ def test_expert_mlp_is_a_gated_mlp(impl, spec: LayerSpec):
     )
 
 
+# A step that 1 + eps loses in each dtype: 1 + eps rounds to 1 (half the spacing of the numbers
+# just above 1 is 2^-8 in bfloat16, 2^-11 in float16, 2^-24 in float32).
+_ROUNDED_AWAY = {torch.bfloat16: 2.0**-9, torch.float16: 2.0**-12, torch.float32: 2.0**-25}
+
+
+@pytest.mark.parametrize("dtype", list(_ROUNDED_AWAY), ids=str)
+def test_expert_mlp_computes_in_x_dtype(impl, dtype):
+    # x @ w1 = [32, 32] (silu(32) is 32 in every dtype), x @ w3 = [1 + eps, 1], and w2 subtracts
+    # the two hidden units. In x's dtype, x @ w3 rounds to [1, 1], so both hidden units are 32
+    # and y is exactly 0; computed in a wider dtype, y = 32 · eps.
+    eps = _ROUNDED_AWAY[dtype]
+    x = torch.tensor([[1.0, 1.0]], dtype=dtype)  # [n=1, d=2]
+    w1 = torch.full((2, 2), 16.0, dtype=dtype)  # [d, h=2]
+    w3 = torch.tensor([[1.0, 1.0], [eps, 0.0]], dtype=dtype)
+    w2 = torch.tensor([[1.0, 1.0], [-1.0, -1.0]], dtype=dtype)  # [h, d]
+    y = impl.expert_mlp(x, w1, w3, w2)
+    assert y.dtype == dtype, f"expert_mlp returns x's dtype {dtype}, got {y.dtype}"
+    wide, largest = 32 * eps, float(y.double().abs().max())
+    assert largest < wide / 2, (
+        f"expected y = [[0, 0]] (x @ w3 = 1 + {eps} rounds to 1 in {dtype}, so the two hidden "
+        f"units cancel), got {y.tolist()}; {wide} is what float32 or float64 intermediates "
+        f"give. expert_mlp computes in x's dtype: (silu(x @ w1) * (x @ w3)) @ w2 on the tensors "
+        "as given, without upcasting x or the weights"
+    )
+
+
 def _oracle_plan(impl, spec: RoutingSpec):
     """The dispatch plan built by the oracle, in the module's own DispatchPlan type."""
     tokens, ranks, counts = plan_oracle(spec.experts(), spec.E, spec.capacity)
