@@ -382,14 +382,30 @@ def _off_the_books_patches(real: dict, seen: Observation, integers: bool) -> dic
         numbers = self.is_floating_point() or self.is_complex() or converted or integers
         if numbers and not _called_from_library():
             what = "converted from floating-point values, " if converted else ""
-            what = f"a {self.dtype} tensor {what}of {self.numel()} elements"
+            what = f".tolist() of a {self.dtype} tensor {what}of {self.numel()} elements"
             _listed(seen, self.numel(), what, "integer or floating-point" if integers else None)
         return real["tolist"](self)
 
     def storage_tolist(self):
         if not _called_from_library():
-            _listed(seen, self.nbytes(), f"a tensor's storage ({self.nbytes()} bytes)")
+            _listed(seen, self.nbytes(), f".tolist() of a tensor's storage ({self.nbytes()} bytes)")
         return real["storage_tolist"](self)
+
+    def storage_iter(self):
+        # bytes(storage), list(storage) and for-loops read a storage through __iter__
+        if not _called_from_library():
+            what = f"the {len(self)} numbers of a tensor's storage (bytes(), list() or a loop)"
+            _listed(seen, len(self), what)
+        typed = isinstance(self, torch.storage.TypedStorage)
+        return real["TypedStorage_iter" if typed else "UntypedStorage_iter"](self)
+
+    def storage_item(self, index):
+        # storage[i] reads one number (a byte of an untyped storage) into Python
+        if not _called_from_library():
+            count = len(range(*index.indices(len(self)))) if isinstance(index, slice) else 1
+            _listed(seen, count, "a tensor's storage, number by number (storage[i])")
+        typed = isinstance(self, torch.storage.TypedStorage)
+        return real["TypedStorage_getitem" if typed else "UntypedStorage_getitem"](self, index)
 
     def dlpack(self, *args, **kwargs):
         if not _called_from_library():
@@ -416,8 +432,12 @@ def _off_the_books_patches(real: dict, seen: Observation, integers: bool) -> dic
             torch.Tensor,
             {"numpy": numpy, "tolist": tolist, "__array__": array, "__dlpack__": dlpack},
         ),
-        (torch.storage._StorageBase, {"tolist": storage_tolist}),
-        (torch.storage.TypedStorage, {"tolist": storage_tolist}),
+        (torch.storage._StorageBase, {"tolist": storage_tolist, "__iter__": storage_iter}),
+        (
+            torch.storage.TypedStorage,
+            {"tolist": storage_tolist, "__iter__": storage_iter, "__getitem__": storage_item},
+        ),
+        (torch.storage.UntypedStorage, {"__getitem__": storage_item}),
         (torch._C, {name: to_dlpack for name in _DLPACK_EXPORTS}),
         (torch.utils.dlpack, {"to_dlpack": to_dlpack}),
         (torch, {"to_dlpack": to_dlpack}),
@@ -429,7 +449,7 @@ def _listed(seen: Observation, elements: int, what: str, kind: str | None = None
     seen.listed += elements
     if seen.listed > TOLIST_LIMIT:
         raise OffTheBooks(
-            f"off the books: the implementation called .tolist() on {what}, {seen.listed} "
+            f"off the books: the implementation took {what} into Python, {seen.listed} "
             f"{kind or 'floating-point'} elements in this call (more than {TOLIST_LIMIT}, in one "
             "piece or in many); arithmetic on Python lists is invisible to the cost counters. "
             "Compute with PyTorch operations"
@@ -443,6 +463,10 @@ _REAL_TENSOR_METHODS = {
     "__array__": torch.Tensor.__array__,
     "__dlpack__": torch.Tensor.__dlpack__,
     "storage_tolist": torch.storage._StorageBase.tolist,
+    "UntypedStorage_iter": torch.storage._StorageBase.__iter__,
+    "TypedStorage_iter": torch.storage.TypedStorage.__iter__,
+    "UntypedStorage_getitem": torch.storage.UntypedStorage.__getitem__,
+    "TypedStorage_getitem": torch.storage.TypedStorage.__getitem__,
     "to_dlpack": torch._C._to_dlpack,
 }
 
