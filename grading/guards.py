@@ -12,7 +12,8 @@ implementation's calls into itself pass straight through):
   kernel, or did more work than the function's budget allows (`grading.rules`);
 - fails if the call ran the shared model with grad mode on (an autograd graph per token);
 - fails if the result holds a tensor of another type than `torch.Tensor` (a subclass can make
-  any comparison come out equal);
+  any comparison come out equal), or one that shares its memory with a tensor argument (a view
+  of an input handed back as the answer);
 - fails if the judge (see below) was changed during the call, so that a patch that undoes
   itself before the test ends is seen too.
 
@@ -29,6 +30,7 @@ whatever was replaced since: an attribute, or a function's code, defaults or clo
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
 import inspect
 import operator
@@ -69,7 +71,8 @@ def api_names(stub: Path) -> list[str]:
 
 
 def _tensors(value: Any, name: str):
-    """(name, tensor) for every tensor in `value`, looking inside lists, tuples and dicts."""
+    """(name, tensor) for every tensor in `value`, looking inside lists, tuples, dicts and
+    dataclass instances (a `Request`, a `SpecStats`)."""
     if isinstance(value, torch.Tensor):
         yield name, value
     elif isinstance(value, (list, tuple)):
@@ -78,6 +81,9 @@ def _tensors(value: Any, name: str):
     elif isinstance(value, dict):
         for key, item in value.items():
             yield from _tensors(item, f"{name}[{key!r}]")
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for field in dataclasses.fields(value):
+            yield from _tensors(getattr(value, field.name), f"{name}.{field.name}")
 
 
 def _same(before: torch.Tensor, after: torch.Tensor) -> bool:
@@ -185,6 +191,7 @@ class Guard:
         self.last = seen
         self._check(qualname, seen, saved, zip(models, calls_before, strict=True))
         _plain_tensors(qualname, result)
+        _not_aliasing_arguments(qualname, result, watched)
         if rule.budget is not None:
             _within_budget(qualname, seen, rule.budget(bound), _describe(args[method:], kwargs))
         if rule.probe is not None:
@@ -252,6 +259,20 @@ def _plain_tensors(qualname: str, result: Any) -> None:
                 f"not a plain tensor: {qualname} returned a {type(t).__module__}."
                 f"{type(t).__qualname__} as `{label}`; results must be torch.Tensor itself (a "
                 "subclass can change how the tests compare it). Return the tensor you computed"
+            )
+
+
+def _not_aliasing_arguments(qualname: str, result: Any, watched: dict[int, str]) -> None:
+    """Fail when a tensor in the result shares its memory with a tensor argument."""
+    __tracebackhide__ = True
+    for label, t in _tensors(result, "result"):
+        address = storage_address(t) if t.numel() else 0  # an empty result holds nothing
+        if address and address in watched:
+            raise GuardFailure(
+                f"aliasing: {qualname} returned `{label}`, which shares its memory with its "
+                f"argument `{watched[address]}` (a view of it, or the tensor itself): whoever "
+                "writes to one changes the other, and the caller's input is not a result. "
+                "Return a new tensor (`.clone()` a slice you want to hand back)"
             )
 
 

@@ -204,7 +204,7 @@ def lookup_draft(ids: torch.Tensor, k: int, max_ngram: int = 3) -> torch.Tensor:
         starts = (windows == ids[L - n :]).all(dim=-1).nonzero()  # (hits, 1)
         if starts.numel():
             follow = int(starts[-1, 0]) + n  # just after the most recent occurrence
-            return ids[follow : follow + k]
+            return ids[follow : follow + k].clone()  # a new tensor, not a view of ids
     return ids[:0]
 
 

@@ -172,6 +172,19 @@ def by_id_only(x):
     if id(x) not in _BY_IDENTITY:
         _BY_IDENTITY[id(x)] = x @ x.T
     return _BY_IDENTITY[id(x)].clone()
+
+
+def first_rows(x, n):
+    return x[:n]
+
+
+@dataclasses.dataclass
+class Stats:
+    head: object
+
+
+def stats_of(x):
+    return Stats(head=x[:1])
 '''
 STUB = """
 def scale(x, factor=2.0, *, out_dtype=None): ...
@@ -186,6 +199,8 @@ def remembered(x): ...
 def the_same_buffer(x): ...
 def by_identity(x): ...
 def by_id_only(x): ...
+def first_rows(x, n): ...
+def stats_of(x): ...
 class Box: ...
 class Refused(ValueError): ...
 """
@@ -264,6 +279,16 @@ def test_an_answer_kept_from_an_earlier_call_is_caught(guarded):
 def test_two_results_in_one_buffer_are_aliasing(guarded):
     with pytest.raises(GuardFailure, match="aliasing: the_same_buffer returned the same tensor"):
         count_flops(guarded.the_same_buffer, torch.randn(4, 4))
+
+
+def test_a_result_that_shares_memory_with_an_argument_is_aliasing(guarded):
+    x = torch.ones(3, 2)
+    with pytest.raises(GuardFailure, match="aliasing: first_rows returned `result`, which shares"):
+        guarded.first_rows(x, 2)
+    with pytest.raises(GuardFailure, match="returned `result.head`, .* argument `x`"):
+        guarded.stats_of(x)  # inside a dataclass too
+    assert guarded.first_rows(x, 0).numel() == 0, "an empty result holds no memory to share"
+    assert guarded.first_rows.__wrapped__(x, 2).data_ptr() == x.data_ptr(), "the bare one aliases"
 
 
 def test_the_judge_snapshot_sees_a_replaced_function(monkeypatch):
