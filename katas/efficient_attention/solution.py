@@ -13,9 +13,9 @@ Conventions (the same as the FlashAttention kata):
   lie below any finite mask constant (about -1e30): hidden keys get -inf.
 - Inputs may be non-contiguous views, k and v with different strides; they are never modified.
 - Bad input raises ValueError naming the argument and the shape expected. The three attention
-  functions all reject: q, k or v that is not a non-empty 4-D float tensor; k whose batch or D
-  differs from q's, or whose Hkv heads do not divide H; v whose batch, heads or length differ
-  from k's; q, k and v that do not share one dtype and one device.
+  functions all reject: q, k or v that is not a non-empty 4-D float tensor (no size 0); k whose
+  batch or D differs from q's, or whose Hkv heads do not divide H; v whose batch, heads or
+  length differ from k's; q, k and v that do not share one dtype and one device.
 
 Every call is checked by the harness (README, "Rules every call follows"):
 - no argument tensor is changed in place, nor written to during the call (even if put back);
@@ -112,9 +112,10 @@ def linear_attention_step(q_t, k_t, v_t, state=None):
     is not modified. Several streams may decode in turn, states of the same shape included:
     the state returned is the caller's, never storage a later call writes again, and the caller
     may resume from any state it kept, however many steps back.
-    ValueError: q_t, k_t or v_t that is not a 3-D float tensor; k_t not (B, Hkv, D) with Hkv
-    dividing H, or v_t not (B, Hkv, Dv); q_t, k_t and v_t of different dtypes or devices; a
-    state whose S is not (B, H, D, Dv) or whose z is not (B, H, D).
+    ValueError: q_t, k_t or v_t that is not a non-empty 3-D float tensor; k_t not (B, Hkv, D)
+    with Hkv dividing H, or v_t not (B, Hkv, Dv); q_t, k_t and v_t of different dtypes or
+    devices; a state whose S is not (B, H, D, Dv) or whose z is not (B, H, D) (a z that would
+    broadcast included).
     """
     # TODO(level 3): the recurrent step.
     raise NotImplementedError("level 3: linear_attention_step is not implemented yet")
@@ -198,8 +199,9 @@ def sliding_window_decode_step(q_t, k_t, v_t, cache, *, rope_base=10000.0, sm_sc
     sliding_window_attention over the rotated sequence, still exact after thousands of steps.
     Each cache is one stream: caches of the same shape may decode in turn, or one start after
     another; attend only over the keys of the cache given, keeping nothing between calls.
-    ValueError: q_t not (B, H, D) or k_t not (B, Hkv, D) with Hkv dividing H; an odd D; v_t that
-    does not fit the cache (from append); q_t, k_t and v_t of different dtypes or devices.
+    ValueError: q_t, k_t or v_t that is not a non-empty 3-D tensor; q_t not (B, H, D) or k_t not
+    (B, Hkv, D) (q_t's B and D) with Hkv dividing H; an odd D; v_t that does not fit the cache
+    (from append); q_t, k_t and v_t of different dtypes or devices.
     """
     # TODO(level 5): rotate at the absolute position, append, attend.
     raise NotImplementedError("level 5: sliding_window_decode_step is not implemented yet")

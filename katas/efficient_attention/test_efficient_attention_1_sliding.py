@@ -121,6 +121,16 @@ BAD_CALLS = [
             lambda impl: impl.sliding_window_attention(_q, _k.half(), _v, 2)),
     BadCall("sliding_window_attention(q, k, v of int64, 2)", "integer values",
             lambda impl: impl.sliding_window_attention(_q, _k, _v.long(), 2)),
+    BadCall("sliding_window_attention(q of shape [1, 4, 0, 16], k, v, 2)", "no queries",
+            lambda impl: impl.sliding_window_attention(_q[:, :, :0], _k, _v, 2)),
+    BadCall("sliding_window_attention(q, k and v of length 0, 2)", "no keys",
+            lambda impl: impl.sliding_window_attention(_q, _k[:, :, :0], _v[:, :, :0], 2)),
+    BadCall("sliding_window_attention(q, k with D=0, v, 2)", "a head dim of 0",
+            lambda impl: impl.sliding_window_attention(_q[..., :0], _k[..., :0], _v, 2)),
+    BadCall("sliding_window_attention(q, k, v with batch 0, 2)", "a batch of 0",
+            lambda impl: impl.sliding_window_attention(_q[:0], _k[:0], _v[:0], 2)),
+    BadCall("sliding_window_attention(q, k, v with Dv=0, 2)", "values of size 0",
+            lambda impl: impl.sliding_window_attention(_q, _k, _v[..., :0], 2)),
 ]  # fmt: skip
 
 
@@ -136,6 +146,11 @@ NAMES = {
     "another batch size": "k|v",
     "q, k and v of different dtypes": "q|k|v",
     "integer values": "v",
+    "no queries": "q",
+    "no keys": "k|v",
+    "a head dim of 0": "q|k",
+    "a batch of 0": "q|k|v",
+    "values of size 0": "v",
 }
 
 

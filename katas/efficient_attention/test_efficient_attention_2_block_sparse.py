@@ -99,6 +99,16 @@ BAD_CALLS = [
     BadCall("block_sparse_attention(q bfloat16, k, v float32, block_mask, 3)",
             "q, k and v of different dtypes",
             lambda impl: impl.block_sparse_attention(_q.bfloat16(), _k, _v, _mask3, 3)),
+    BadCall("block_sparse_attention(q, k and v of length 0, block_mask [0, 0], 3)",
+            "a sequence of length 0",
+            lambda impl: impl.block_sparse_attention(
+                _q[:, :, :0], _k[:, :, :0], _v[:, :, :0], _mask3[:0, :0], 3)),
+    BadCall("block_sparse_attention(q, k with D=0, v, block_mask, 3)", "a head dim of 0",
+            lambda impl: impl.block_sparse_attention(_q[..., :0], _k[..., :0], _v, _mask3, 3)),
+    BadCall("block_sparse_attention(q, k, v with batch 0, block_mask, 3)", "a batch of 0",
+            lambda impl: impl.block_sparse_attention(_q[:0], _k[:0], _v[:0], _mask3, 3)),
+    BadCall("block_sparse_attention(q and k with 0 heads, v, block_mask, 3)", "no heads",
+            lambda impl: impl.block_sparse_attention(_q[:, :0], _k[:, :0], _v[:, :0], _mask3, 3)),
 ]  # fmt: skip
 
 
@@ -114,6 +124,10 @@ NAMES = {
     "v shorter than k": "v",
     "kv heads that do not divide the query heads": "k|q",
     "q, k and v of different dtypes": "q|k|v",
+    "a sequence of length 0": "q|k|v",
+    "a head dim of 0": "q|k",
+    "a batch of 0": "q|k|v",
+    "no heads": "q|k|v",
 }
 
 

@@ -106,6 +106,34 @@ BAD_CALLS = [
     BadCall("linear_attention_step(q_t float32, k_t bfloat16, v_t float32)",
             "q_t, k_t and v_t of different dtypes",
             lambda impl: impl.linear_attention_step(_qt, _kt.bfloat16(), _vt)),
+    BadCall("linear_attention_step(q_t, k_t, v_t, state with z [1, 4, 1])",
+            "a state whose z has the wrong shape",
+            lambda impl: impl.linear_attention_step(
+                _qt, _kt, _vt, (torch.zeros(1, 4, 16, 8), torch.ones(1, 4, 1)))),
+    BadCall("linear_attention_step(q_t, k_t, v_t, state with z [4, 16])",
+            "a state whose z has no batch dimension",
+            lambda impl: impl.linear_attention_step(
+                _qt, _kt, _vt, (torch.zeros(1, 4, 16, 8), torch.ones(4, 16)))),
+    BadCall("linear_attention_step(q_t, k_t, v_t, state with z [1, 4, 16, 8])",
+            "a state whose z is shaped like S",
+            lambda impl: impl.linear_attention_step(
+                _qt, _kt, _vt, (torch.zeros(1, 4, 16, 8), torch.ones(1, 4, 16, 8)))),
+    BadCall("linear_attention(q of shape [1, 4, 0, 16], k, v)", "no queries",
+            lambda impl: impl.linear_attention(_q[:, :, :0], _k, _v)),
+    BadCall("linear_attention(q, k and v of length 0)", "no keys",
+            lambda impl: impl.linear_attention(_q, _k[:, :, :0], _v[:, :, :0])),
+    BadCall("linear_attention(q, k with D=0, v)", "a head dim of 0",
+            lambda impl: impl.linear_attention(_q[..., :0], _k[..., :0], _v)),
+    BadCall("linear_attention(q, k, v with batch 0)", "a batch of 0",
+            lambda impl: impl.linear_attention(_q[:0], _k[:0], _v[:0])),
+    BadCall("linear_attention_step(q_t, k_t, v_t with batch 0)", "a step with batch 0",
+            lambda impl: impl.linear_attention_step(_qt[:0], _kt[:0], _vt[:0])),
+    BadCall("linear_attention_step(q_t, k_t with D=0, v_t)", "a step with head dim 0",
+            lambda impl: impl.linear_attention_step(_qt[..., :0], _kt[..., :0], _vt)),
+    BadCall("linear_attention_step(q_t, k_t and v_t with 0 heads)", "a step with no kv heads",
+            lambda impl: impl.linear_attention_step(_qt, _kt[:, :0], _vt[:, :0])),
+    BadCall("linear_attention_step(q_t, k_t, v_t with Dv=0)", "a step with values of size 0",
+            lambda impl: impl.linear_attention_step(_qt, _kt, _vt[..., :0])),
 ]  # fmt: skip
 
 
@@ -121,6 +149,17 @@ NAMES = {
     "k_t's head dim differs": "k_t",
     "v_t's heads differ": "v_t",
     "q_t, k_t and v_t of different dtypes": "q_t|k_t|v_t",
+    "a state whose z has the wrong shape": "state|z",
+    "a state whose z has no batch dimension": "state|z",
+    "a state whose z is shaped like S": "state|z",
+    "no queries": "q",
+    "no keys": "k|v",
+    "a head dim of 0": "q|k",
+    "a batch of 0": "q|k|v",
+    "a step with batch 0": "q_t|k_t|v_t",
+    "a step with head dim 0": "q_t|k_t",
+    "a step with no kv heads": "k_t|v_t",
+    "a step with values of size 0": "v_t",
 }
 
 

@@ -50,6 +50,10 @@ BAD_CALLS = [
             lambda impl: impl.global_block_mask(4, 5)),
     BadCall("global_block_mask(4, -1)", "a negative n_global",
             lambda impl: impl.global_block_mask(4, -1)),
+    BadCall("global_block_mask(0, 0)", "a global mask of no blocks",
+            lambda impl: impl.global_block_mask(0, 0)),
+    BadCall("random_block_mask(0, 0, seed=0)", "a random mask of no blocks",
+            lambda impl: impl.random_block_mask(0, 0, seed=0)),
     BadCall("random_block_mask(4, 5, seed=0)", "more random blocks per row than blocks",
             lambda impl: impl.random_block_mask(4, 5, seed=0)),
     BadCall("random_block_mask(4, -2, seed=0)", "a negative n_random",
@@ -68,6 +72,8 @@ NAMES = {
     "more random blocks per row than blocks": "n_random",
     "a negative n_random": "n_random",
     "a negative n_blocks": "n_blocks",
+    "a global mask of no blocks": "n_blocks",
+    "a random mask of no blocks": "n_blocks",
 }
 
 

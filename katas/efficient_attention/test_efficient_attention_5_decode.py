@@ -120,6 +120,22 @@ BAD_CALLS = [
             "q_t, k_t and v_t of different dtypes",
             lambda impl: impl.sliding_window_decode_step(
                 _z(1, 2, 4, dtype=torch.float16), _z(1, 2, 4), _z(1, 2, 4), _cache(impl))),
+    BadCall("sliding_window_decode_step(q_t [1, 0, 4], k_t [1, 2, 4], v_t [1, 2, 4], cache)",
+            "a q_t with no heads",
+            lambda impl: impl.sliding_window_decode_step(
+                _z(1, 0, 4), _z(1, 2, 4), _z(1, 2, 4), _cache(impl))),
+    BadCall("sliding_window_decode_step(q_t [1, 2, 4], k_t [1, 0, 4], v_t [1, 0, 4], cache)",
+            "a k_t with no heads",
+            lambda impl: impl.sliding_window_decode_step(
+                _z(1, 2, 4), _z(1, 0, 4), _z(1, 0, 4), _cache(impl))),
+    BadCall("sliding_window_decode_step(q_t [1, 2, 0], k_t [1, 2, 0], v_t [1, 2, 0], cache)",
+            "a head dim of 0",
+            lambda impl: impl.sliding_window_decode_step(
+                _z(1, 2, 0), _z(1, 2, 0), _z(1, 2, 0), _cache(impl))),
+    BadCall("sliding_window_decode_step(q_t [2, 2, 4], k_t [1, 2, 4], v_t [1, 2, 4], cache)",
+            "q_t of another batch than k_t",
+            lambda impl: impl.sliding_window_decode_step(
+                _z(2, 2, 4), _z(1, 2, 4), _z(1, 2, 4), _cache(impl))),
 ]  # fmt: skip
 
 
@@ -139,6 +155,10 @@ NAMES = {
     "k_t's head dim differs from q_t's": "k_t",
     "v_t with fewer heads than the cache": "v_t",
     "q_t, k_t and v_t of different dtypes": "q_t|k_t|v_t",
+    "a q_t with no heads": "q_t",
+    "a k_t with no heads": "k_t|v_t",
+    "a head dim of 0": "q_t|k_t|v_t|D",
+    "q_t of another batch than k_t": "q_t|k_t",
 }
 
 
