@@ -147,8 +147,10 @@ def global_block_mask(n_blocks, n_global):
 def random_block_mask(n_blocks, n_random, *, seed):
     """bool (n_blocks, n_blocks): each row reads n_random distinct key blocks drawn at random.
 
-    Rows draw independently and uniformly, from a torch.Generator seeded with `seed`: the same
-    seed gives the same mask whatever the global random state.
+    Rows draw independently and uniformly, from a torch.Generator seeded with `seed`: each row's
+    set is a uniform draw among the sets of n_random distinct blocks, independent of the other
+    rows (never a shift or copy of another row's draw); the same seed gives the same mask
+    whatever the global random state.
     ValueError: n_blocks that is not an int >= 1; n_random that is not an int in 0..n_blocks.
     """
     # TODO(level 4): the random blocks.
