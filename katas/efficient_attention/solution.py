@@ -10,7 +10,8 @@ Conventions (the same as the FlashAttention kata):
 - sm_scale defaults to 1 / sqrt(D) when it is None; any other value (0.0 too) scales as given.
 - Inputs come in float32, float16 or bfloat16; outputs have q's dtype; do the arithmetic in
   float32, and keep the softmax stable (scores may reach the thousands). Every visible score may
-  lie below any finite mask constant (about -1e30): hidden keys get -inf.
+  lie below any finite mask constant (about -1e30): hidden keys get -inf. float64 inputs give
+  float64 outputs (computed in float32 or float64).
 - Inputs may be non-contiguous views, k and v with different strides; they are never modified.
 - Bad input raises ValueError naming the argument and the shape expected. The three attention
   functions all reject: q, k or v that is not a non-empty 4-D float tensor (no size 0); k whose
@@ -102,8 +103,8 @@ def linear_attention_step(q_t, k_t, v_t, state=None):
     """One decoding step of causal linear attention (its recurrent form).
 
     q_t (B, H, D), k_t (B, Hkv, D), v_t (B, Hkv, Dv).
-    state = (S (B, H, D, Dv), z (B, H, D)) in float32 whatever the inputs' dtype, or None before
-    the first token.
+    state = (S (B, H, D, Dv), z (B, H, D)) in float32 whatever the inputs' dtype (float64 inputs
+    may keep it in float64), or None before the first token.
 
         S <- S + phi(k_t) v_tᵀ,   z <- z + phi(k_t),   o_t = phi(q_t)ᵀ S / phi(q_t)ᵀ z
 

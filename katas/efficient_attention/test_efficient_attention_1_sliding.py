@@ -333,3 +333,19 @@ def test_sliding_window_over_thousands_of_keys_keeps_float32_precision(impl, dty
     out = impl.sliding_window_attention(q, k, v, 2000)
     expected = attention_oracle(q, k, v, causal=True, mask=band_mask(2048, 2048, 2000))
     assert_close(out, expected, hint=PRECISION_HINT)
+
+
+@pytest.mark.parametrize("Nq, Nk", [(13, 13), (5, 9)])
+def test_sliding_window_float64_inputs_give_float64_outputs(impl, Nq, Nk):
+    q, k, v = AttentionCase(H=2, Hkv=1, Nq=Nq, Nk=Nk, D=4, dtype=torch.float64).tensors()
+    out = impl.sliding_window_attention(q, k, v, 3)
+    assert out.dtype == torch.float64, (
+        f"got {out.dtype} for float64 inputs: outputs have q's dtype, float64 included (compute "
+        "in float32 or float64, then cast the output to q.dtype)"
+    )
+    assert_close(
+        out,
+        attention_oracle(q, k, v, causal=True, mask=band_mask(Nq, Nk, 3)),
+        dtype=torch.float32,  # float64 inputs may be computed in float32
+        hint="float64 inputs: the same sliding window, checked at float32's tolerance",
+    )

@@ -328,3 +328,19 @@ def test_block_sparse_over_thousands_of_keys_keeps_float32_precision(impl, dtype
         "row maxima and sums kept in float16/bfloat16 drift. Cast q, k and v to float32 first "
         "and only the output back to q's dtype.",
     )
+
+
+def test_block_sparse_float64_inputs_give_float64_outputs(impl):
+    q, k, v = AttentionCase(H=2, Hkv=1, Nq=11, Nk=11, D=4, dtype=torch.float64).tensors()
+    block_mask = torch.tensor([[True, False, False], [True, True, False], [False, True, True]])
+    out = impl.block_sparse_attention(q, k, v, block_mask, 4, causal=True)
+    assert out.dtype == torch.float64, (
+        f"got {out.dtype} for float64 inputs: outputs have q's dtype, float64 included (compute "
+        "in float32 or float64, then cast the output to q.dtype)"
+    )
+    assert_close(
+        out,
+        attention_oracle(q, k, v, causal=True, mask=token_mask(block_mask, 4, 11)),
+        dtype=torch.float32,  # float64 inputs may be computed in float32
+        hint="float64 inputs: the same block-sparse attention, checked at float32's tolerance",
+    )

@@ -363,3 +363,28 @@ def test_linear_attention_over_thousands_of_tokens_keeps_float32_precision(impl,
     assert_close(impl.linear_attention(q, k, v, causal=True), expected, hint=PRECISION_HINT)
     outs, state = run_steps(impl, q, k, v)
     assert_close(outs, expected, hint=PRECISION_HINT + " (2048 recurrent steps)")
+
+
+def test_linear_attention_float64_inputs_give_float64_outputs(impl):
+    q, k, v = AttentionCase(H=2, Hkv=1, Nq=9, Nk=9, D=4, Dv=3, dtype=torch.float64).tensors()
+    hint = (
+        "outputs have q's dtype, float64 included (compute in float32 or float64, then cast the "
+        "output to q.dtype)"
+    )
+    for causal in (True, False):
+        out = impl.linear_attention(q, k, v, causal=causal)
+        assert out.dtype == torch.float64, f"got {out.dtype} for float64 inputs: {hint}"
+        assert_close(
+            out,
+            linear_attention_oracle(q, k, v, causal=causal),
+            dtype=torch.float32,  # float64 inputs may be computed in float32
+            hint=f"float64 inputs, causal={causal}, checked at float32's tolerance",
+        )
+    outs, _ = run_steps(impl, q, k, v)
+    assert outs.dtype == torch.float64, f"steps gave {outs.dtype} for float64 inputs: {hint}"
+    assert_close(
+        outs,
+        linear_attention_oracle(q, k, v, causal=True),
+        dtype=torch.float32,
+        hint="float64 inputs, one step at a time, checked at float32's tolerance",
+    )

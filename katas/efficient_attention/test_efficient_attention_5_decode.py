@@ -312,3 +312,18 @@ def test_decoding_thousands_of_steps_keeps_positions_exact(impl):
         "radians: a float32 product p · inv_freq is off by 1e-4 there. Form the angles in float64 "
         "(or from an exact integer position) before taking cos and sin.",
     )
+
+
+def test_decoding_float64_inputs_give_float64_outputs(impl):
+    q, k, v = (randn((1, 2, 7, 4), seed=s, dtype=torch.float64) for s in range(3))
+    out, _ = decode(impl, q, k, v, 3, torch.float64)
+    assert out.dtype == torch.float64, (
+        f"got {out.dtype} for float64 inputs: outputs have q_t's dtype, float64 included "
+        "(compute in float32 or float64, then cast the output to q_t.dtype)"
+    )
+    assert_close(
+        out,
+        decode_oracle(q, k, v, 3, torch.float64),
+        dtype=torch.float32,  # float64 inputs may be computed in float32
+        hint="float64 inputs: the same decoding, checked at float32's tolerance",
+    )
