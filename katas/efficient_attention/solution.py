@@ -12,6 +12,8 @@ Conventions (the same as the FlashAttention kata):
   float32, and keep the softmax stable (scores may reach the thousands). Every visible score may
   lie below any finite mask constant (about -1e30): hidden keys get -inf. float64 inputs give
   float64 outputs (computed in float32 or float64).
+- Positions and indices run past 32767 (and past 2048, where float16 skips integers): make them
+  with torch.arange, in int64.
 - Inputs may be non-contiguous views, k and v with different strides; they are never modified.
 - Bad input raises ValueError naming the argument and the shape expected. The three attention
   functions all reject: q, k or v that is not a non-empty 4-D float tensor (no size 0); k whose
@@ -176,7 +178,7 @@ class RollingKVCache:
 
     @property
     def seq_len(self) -> int:
-        """Tokens appended so far: the absolute position of the next token."""
+        """Tokens appended so far: the absolute position of the next token (past 32767 too)."""
         # TODO(level 5): count the tokens appended.
         raise NotImplementedError("level 5: RollingKVCache.seq_len is not implemented yet")
 

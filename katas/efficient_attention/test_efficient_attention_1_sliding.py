@@ -22,6 +22,7 @@ from katas.efficient_attention.cases import (
     below_mask_cases,
     cases,
     extreme_tensors,
+    long_band_oracle,
     strided_like_a_model,
 )
 
@@ -333,6 +334,27 @@ def test_sliding_window_over_thousands_of_keys_keeps_float32_precision(impl, dty
     out = impl.sliding_window_attention(q, k, v, 2000)
     expected = attention_oracle(q, k, v, causal=True, mask=band_mask(2048, 2048, 2000))
     assert_close(out, expected, hint=PRECISION_HINT)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize(
+    "Nq, Nk, window",
+    [(4101, 4101, 2), (4103, 4103, 5), (1001, 4199, 3)],
+)
+def test_sliding_window_positions_past_2048_stay_exact(impl, dtype, Nq, Nk, window):
+    # Past 2048 float16 holds only every other integer (every fourth past 4096), and bfloat16
+    # only one in 32: positions kept in the inputs' dtype round onto their neighbours.
+    q, k, v = AttentionCase(Nq=Nq, Nk=Nk, D=1, dtype=dtype, seed=Nk).tensors()
+    out = impl.sliding_window_attention(q, k, v, window)
+    assert out.dtype == dtype and out.shape == (1, 1, Nq, 1)
+    assert_close(
+        out,
+        long_band_oracle(q, k, v, window),
+        hint=f"at window {window}, with keys past position 2048: positions (of queries, keys "
+        "and the padding past the last key) are integers, so form them with torch.arange in "
+        "int64 and compare them as integers. In float16 or bfloat16 neighbouring positions "
+        "round to one number, and the window reads a key too many or too few.",
+    )
 
 
 @pytest.mark.parametrize("Nq, Nk", [(13, 13), (5, 9)])

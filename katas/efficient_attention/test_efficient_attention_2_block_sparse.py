@@ -344,3 +344,34 @@ def test_block_sparse_float64_inputs_give_float64_outputs(impl):
         dtype=torch.float32,  # float64 inputs may be computed in float32
         hint="float64 inputs: the same block-sparse attention, checked at float32's tolerance",
     )
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_block_sparse_positions_past_32767_stay_exact(impl, causal):
+    # 33001 tokens in blocks of 37: block 885 holds positions 32745 .. 32781, across int16's
+    # largest value 32767, and the last block, 891, holds 34 tokens and 3 of padding. Every block
+    # reads itself, the block before it and block 0. D = 1 keeps it cheap.
+    N, bs = 33001, 37
+    nb = -(-N // bs)
+    block_mask = torch.eye(nb, dtype=torch.bool) | torch.eye(nb, dtype=torch.bool).roll(-1, dims=1)
+    block_mask[:, 0] = True
+    block_mask[0, -1] = False  # no wrap-around: block 0 does not read the last block
+    q, k, v = AttentionCase(Nq=N, Nk=N, D=1, seed=5).tensors()
+    out = impl.block_sparse_attention(q, k, v, block_mask, bs, causal=causal)
+    assert out.shape == (1, 1, N, 1)
+    # The float64 oracle for a few query blocks, over the keys they may read.
+    checked = (0, nb // 2, 884, 885, 886, nb - 2, nb - 1)
+    rows = torch.cat([torch.arange(r * bs, min(r * bs + bs, N)) for r in checked])
+    allowed = block_mask[rows // bs].repeat_interleave(bs, dim=1)[:, :N]  # (rows, N)
+    if causal:
+        allowed &= torch.arange(N)[None, :] <= rows[:, None]
+    keys = allowed.any(dim=0).nonzero().flatten()
+    expected = attention_oracle(q[:, :, rows], k[:, :, keys], v[:, :, keys], mask=allowed[:, keys])
+    assert_close(
+        out[:, :, rows],
+        expected,
+        name=f"the query blocks {checked} of {nb}",
+        hint="past position 32767 (int16's largest) positions and indices wrap around: form "
+        "token positions (rows * block_size + offsets) with torch.arange in int64, the default, "
+        "and compare them as int64; the same for indices that gather or scatter blocks.",
+    )

@@ -5,6 +5,8 @@ Run: `pytest katas/efficient_attention -k 5_decode [--impl ...]`.
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 from hypothesis import example, given
@@ -326,4 +328,52 @@ def test_decoding_float64_inputs_give_float64_outputs(impl):
         decode_oracle(q, k, v, 3, torch.float64),
         dtype=torch.float32,  # float64 inputs may be computed in float32
         hint="float64 inputs: the same decoding, checked at float32's tolerance",
+    )
+
+
+def fast_forward(cache, n: int) -> None:
+    """Append n tokens of zeros [1, 1, 2] to `cache` quickly: without the harness's checks,
+    which cost about a millisecond a call (the calls this test checks run under the harness)."""
+    append = type(cache).append
+    guard = getattr(append, "__guard__", None)
+    call = append if guard is None else functools.partial(guard.unobserved, append)
+    for _ in range(n):
+        call(cache, torch.zeros(1, 1, 2), torch.zeros(1, 1, 2))
+
+
+def test_decoding_past_32767_tokens_keeps_counting(impl):
+    # 32764 tokens appended quickly, then 10 decoded as usual: positions 32764 .. 32773 run past
+    # 32767, the largest int16, and the last 7 steps see only decoded tokens (window 4).
+    window, start, steps = 4, 32764, 10
+    cache = impl.RollingKVCache(window, 1, 1, 2)
+    fast_forward(cache, start)
+    assert cache.seq_len == start, f"after {start} appends seq_len is {cache.seq_len}"
+    q, k, v = (randn((1, 2 if s == 0 else 1, steps, 2), seed=s) for s in range(3))
+    out = torch.stack(
+        [
+            impl.sliding_window_decode_step(q[:, :, t], k[:, :, t], v[:, :, t], cache)
+            for t in range(steps)
+        ],
+        dim=2,
+    )
+    assert cache.seq_len == start + steps, (
+        f"after {start + steps} tokens seq_len is {cache.seq_len}: the count runs past 32767 "
+        "(keep it a Python int, or int64), and it is also the RoPE position of the next token"
+    )
+    positions = torch.arange(start, start + steps, dtype=torch.float64)[:, None]
+    angles = (positions * 10000.0 ** (-torch.arange(0, 2, 2, dtype=torch.float64) / 2)).repeat(1, 2)
+
+    def rotate(x):  # x (1, h, steps, 2) to positions start .. start + steps - 1, in float64
+        x = x.double()
+        return x * angles.cos() + torch.cat([-x[..., 1:], x[..., :1]], dim=-1) * angles.sin()
+
+    expected = attention_oracle(
+        rotate(q), rotate(k).float(), v, causal=True, mask=band_mask(steps, steps, window)
+    )
+    assert_close(
+        out[:, :, window - 1 :],
+        expected[:, :, window - 1 :],
+        hint=f"positions {start + window - 1} .. {start + steps - 1}: RoPE rotates to the "
+        "absolute position cache.seq_len, which must keep counting past 32767 (a counter kept "
+        "in int16 wraps around to -32768 there).",
     )
