@@ -114,7 +114,7 @@ def linear_attention_step(q_t, k_t, v_t, state=None):
     number of steps, and thousands of steps still match linear_attention; the state passed in
     is not modified. Several streams may decode in turn, states of the same shape included:
     the state returned is the caller's, never storage a later call writes again, and the caller
-    may resume from any state it kept, however many steps back.
+    may resume from any state it kept, however many steps back and however many are alive.
     ValueError: q_t, k_t or v_t that is not a non-empty 3-D float tensor; k_t not (B, Hkv, D)
     with Hkv dividing H, or v_t not (B, Hkv, Dv); q_t, k_t and v_t of different dtypes or
     devices; a state whose S is not (B, H, D, Dv) or whose z is not (B, H, D) (a z that would
@@ -202,8 +202,9 @@ def sliding_window_decode_step(q_t, k_t, v_t, cache, *, rope_base=10000.0, sm_sc
     k_t and v_t to the cache, then attend with q_t over the keys it returns, scaled by sm_scale
     (1 / sqrt(D) when None). Returns o_t (B, H, D) in q_t's dtype: row p of
     sliding_window_attention over the rotated sequence, still exact after thousands of steps.
-    Each cache is one stream: caches of the same shape may decode in turn, or one start after
-    another; attend only over the keys of the cache given, keeping nothing between calls.
+    Each cache is one stream: caches of the same shape, any number of them, may decode in turn,
+    or one start after another; attend only over the keys of the cache given, keeping nothing
+    between calls.
     ValueError: q_t, k_t or v_t that is not a non-empty 3-D tensor; q_t not (B, H, D) or k_t not
     (B, Hkv, D) (q_t's B and D) with Hkv dividing H; an odd D; v_t that does not fit the cache
     (from append); q_t, k_t and v_t of different dtypes or devices.

@@ -388,3 +388,29 @@ def test_linear_attention_float64_inputs_give_float64_outputs(impl):
         dtype=torch.float32,
         hint="float64 inputs, one step at a time, checked at float32's tolerance",
     )
+
+
+def test_linear_attention_keeps_more_than_64_live_states(impl):
+    """Three streams of the same shape decode 30 steps in turn and keep every state they were
+    given back, 90 in all; then each resumes from every one of its states, the oldest first."""
+    case = AttentionCase(H=2, Hkv=1, Nq=30, Nk=30, D=4, Dv=3)
+    streams = [case.reseeded(seed).tensors() for seed in (0, 10, 20)]  # [(q, k, v)] x 3
+    kept = [[None] for _ in streams]  # kept[i][t]: stream i's state after t steps
+    for t in range(case.Nq):
+        for i, (q, k, v) in enumerate(streams):
+            _, state = impl.linear_attention_step(q[:, :, t], k[:, :, t], v[:, :, t], kept[i][-1])
+            kept[i].append(state)
+    for i, (q, k, v) in enumerate(streams):
+        expected = linear_attention_oracle(q, k, v, causal=True)  # (B, H, N, Dv)
+        for t in range(case.Nq):
+            o_t, _ = impl.linear_attention_step(q[:, :, t], k[:, :, t], v[:, :, t], kept[i][t])
+            assert_close(
+                o_t,
+                expected[:, :, t],
+                name=f"stream {i}, step {t} resumed from the state it returned {3 * (30 - t)} "
+                "calls before the last",
+                hint="every state a step returns stays the caller's, however many are alive: "
+                "here 90 of one shape. Storage kept between calls and written again (a pool of "
+                "buffers reused in turn, of any size) overwrites states the caller still holds: "
+                "return new tensors from every step",
+            )

@@ -331,6 +331,27 @@ def test_decoding_float64_inputs_give_float64_outputs(impl):
     )
 
 
+def test_decoding_more_than_64_caches_in_turn(impl):
+    """66 caches of one shape decode 2 steps each, a step of every cache in turn."""
+    n, steps, window = 66, 2, 2
+    streams = [[randn((1, 2, steps, 2), seed=3 * i + s) for s in range(3)] for i in range(n)]
+    caches = [impl.RollingKVCache(window, 1, 2, 2) for _ in range(n)]
+    outs = [[] for _ in range(n)]
+    for t in range(steps):
+        for i, (q, k, v) in enumerate(streams):
+            outs[i].append(
+                impl.sliding_window_decode_step(q[:, :, t], k[:, :, t], v[:, :, t], caches[i])
+            )
+    for i, (q, k, v) in enumerate(streams):
+        assert_close(
+            torch.stack(outs[i], dim=2),
+            decode_oracle(q, k, v, window, torch.float32),
+            name=f"cache {i} of {n} decoded in turn",
+            hint="every cache holds its own buffers, however many are alive: buffers taken from "
+            "a pool shared between caches (of any size) make two caches write the same memory",
+        )
+
+
 def fast_forward(cache, n: int) -> None:
     """Append n tokens of zeros [1, 1, 2] to `cache` quickly: without the harness's checks,
     which cost about a millisecond a call (the calls this test checks run under the harness)."""
