@@ -292,6 +292,8 @@ def linear_attention_step(q_t, k_t, v_t, state=None):
         if not isinstance(t, torch.Tensor) or t.dim() != 3 or not t.is_floating_point():
             got = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
             raise ValueError(f"{name} must be a 3-D float tensor [B, heads, D], got {got}")
+        if t.numel() == 0:
+            raise ValueError(f"{name} must be a non-empty [B, heads, D], got {tuple(t.shape)}")
     B, H, D = q_t.shape
     Hkv, Dv = k_t.shape[1], v_t.shape[2]
     if k_t.shape != (B, Hkv, D) or H % Hkv or v_t.shape[:2] != (B, Hkv):
@@ -419,7 +421,10 @@ def sliding_window_decode_step(q_t, k_t, v_t, cache, *, rope_base=10000.0, sm_sc
     cache.seq_len: q_t and k_t are rotated there, k_t and v_t are appended, and q_t attends over
     the window. Returns (B, H, D) in q_t's dtype, equal to row p of sliding_window_attention.
     """
-    shapes_fit = q_t.dim() == k_t.dim() == 3 and q_t.shape[1] % k_t.shape[1] == 0
+    for name, t in (("q_t", q_t), ("k_t", k_t), ("v_t", v_t)):
+        if t.dim() != 3 or t.numel() == 0:
+            raise ValueError(f"{name} must be a non-empty [B, heads, D], got {tuple(t.shape)}")
+    shapes_fit = q_t.shape[0] == k_t.shape[0] and q_t.shape[1] % k_t.shape[1] == 0
     if not shapes_fit or q_t.shape[-1] != k_t.shape[-1] or q_t.shape[-1] % 2:
         raise ValueError(
             f"q_t must be [B, H, D] and k_t [B, Hkv, D] with Hkv dividing H and D even (RoPE "

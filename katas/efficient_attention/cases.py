@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from grading.attention import AttentionCase, below_mask_powers, causal_mask
 from grading.devices import float_dtypes
 from grading.model import apply_rope, rope_tables
+from grading.oracles import attention_oracle
 from grading.strategies import gqa_heads, lengths, seeds
 
 DTYPES = float_dtypes()  # float32, float16 and bfloat16: the reference runs on the CPU
@@ -70,6 +71,23 @@ def band_mask(Nq: int, Nk: int, window: int) -> torch.Tensor:
     """bool (Nq, Nk): query i at position p = i + Nk - Nq sees keys p - window < j <= p."""
     too_old = causal_mask(Nq + window, Nk)[:Nq]  # row i: keys j <= p - window
     return causal_mask(Nq, Nk) & ~too_old
+
+
+def long_band_oracle(q, k, v, window: int, *, chunk: int = 128) -> torch.Tensor:
+    """float64 sliding-window attention (band_mask's rule) for sequences too long for one N x N
+    mask: each chunk of queries is scored against only the keys its windows can reach."""
+    Nq, Nk = q.shape[2], k.shape[2]
+    outs = []
+    for start in range(0, Nq, chunk):
+        stop = min(start + chunk, Nq)
+        p = torch.arange(start, stop)[:, None] + Nk - Nq  # the positions of these queries
+        lo, hi = min(max(start + Nk - Nq - window + 1, 0), Nk), min(max(stop + Nk - Nq, 0), Nk)
+        j = torch.arange(lo, hi)[None, :]
+        mask = (j <= p) & (j > p - window)  # (stop - start, hi - lo)
+        outs.append(
+            attention_oracle(q[:, :, start:stop], k[:, :, lo:hi], v[:, :, lo:hi], mask=mask)
+        )
+    return torch.cat(outs, dim=2)
 
 
 def token_mask(block_mask: torch.Tensor, block_size: int, N: int) -> torch.Tensor:

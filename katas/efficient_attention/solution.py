@@ -10,12 +10,15 @@ Conventions (the same as the FlashAttention kata):
 - sm_scale defaults to 1 / sqrt(D) when it is None; any other value (0.0 too) scales as given.
 - Inputs come in float32, float16 or bfloat16; outputs have q's dtype; do the arithmetic in
   float32, and keep the softmax stable (scores may reach the thousands). Every visible score may
-  lie below any finite mask constant (about -1e30): hidden keys get -inf.
+  lie below any finite mask constant (about -1e30): hidden keys get -inf. float64 inputs give
+  float64 outputs (computed in float32 or float64).
+- Positions and indices run past 32767 (and past 2048, where float16 skips integers): make them
+  with torch.arange, in int64.
 - Inputs may be non-contiguous views, k and v with different strides; they are never modified.
 - Bad input raises ValueError naming the argument and the shape expected. The three attention
-  functions all reject: q, k or v that is not a non-empty 4-D float tensor; k whose batch or D
-  differs from q's, or whose Hkv heads do not divide H; v whose batch, heads or length differ
-  from k's; q, k and v that do not share one dtype and one device.
+  functions all reject: q, k or v that is not a non-empty 4-D float tensor (no size 0); k whose
+  batch or D differs from q's, or whose Hkv heads do not divide H; v whose batch, heads or
+  length differ from k's; q, k and v that do not share one dtype and one device.
 
 Every call is checked by the harness (README, "Rules every call follows"):
 - no argument tensor is changed in place, nor written to during the call (even if put back);
@@ -102,8 +105,8 @@ def linear_attention_step(q_t, k_t, v_t, state=None):
     """One decoding step of causal linear attention (its recurrent form).
 
     q_t (B, H, D), k_t (B, Hkv, D), v_t (B, Hkv, Dv).
-    state = (S (B, H, D, Dv), z (B, H, D)) in float32 whatever the inputs' dtype, or None before
-    the first token.
+    state = (S (B, H, D, Dv), z (B, H, D)) in float32 whatever the inputs' dtype (float64 inputs
+    may keep it in float64), or None before the first token.
 
         S <- S + phi(k_t) v_tᵀ,   z <- z + phi(k_t),   o_t = phi(q_t)ᵀ S / phi(q_t)ᵀ z
 
@@ -111,10 +114,11 @@ def linear_attention_step(q_t, k_t, v_t, state=None):
     number of steps, and thousands of steps still match linear_attention; the state passed in
     is not modified. Several streams may decode in turn, states of the same shape included:
     the state returned is the caller's, never storage a later call writes again, and the caller
-    may resume from any state it kept, however many steps back.
-    ValueError: q_t, k_t or v_t that is not a 3-D float tensor; k_t not (B, Hkv, D) with Hkv
-    dividing H, or v_t not (B, Hkv, Dv); q_t, k_t and v_t of different dtypes or devices; a
-    state whose S is not (B, H, D, Dv) or whose z is not (B, H, D).
+    may resume from any state it kept, however many steps back and however many are alive.
+    ValueError: q_t, k_t or v_t that is not a non-empty 3-D float tensor; k_t not (B, Hkv, D)
+    with Hkv dividing H, or v_t not (B, Hkv, Dv); q_t, k_t and v_t of different dtypes or
+    devices; a state whose S is not (B, H, D, Dv) or whose z is not (B, H, D) (a z that would
+    broadcast included).
     """
     # TODO(level 3): the recurrent step.
     raise NotImplementedError("level 3: linear_attention_step is not implemented yet")
@@ -146,8 +150,10 @@ def global_block_mask(n_blocks, n_global):
 def random_block_mask(n_blocks, n_random, *, seed):
     """bool (n_blocks, n_blocks): each row reads n_random distinct key blocks drawn at random.
 
-    Rows draw independently and uniformly, from a torch.Generator seeded with `seed`: the same
-    seed gives the same mask whatever the global random state.
+    Rows draw independently and uniformly, from a torch.Generator seeded with `seed`: each row's
+    set is a uniform draw among the sets of n_random distinct blocks, independent of the other
+    rows (never a shift or copy of another row's draw); the same seed gives the same mask
+    whatever the global random state.
     ValueError: n_blocks that is not an int >= 1; n_random that is not an int in 0..n_blocks.
     """
     # TODO(level 4): the random blocks.
@@ -172,7 +178,7 @@ class RollingKVCache:
 
     @property
     def seq_len(self) -> int:
-        """Tokens appended so far: the absolute position of the next token."""
+        """Tokens appended so far: the absolute position of the next token (past 32767 too)."""
         # TODO(level 5): count the tokens appended.
         raise NotImplementedError("level 5: RollingKVCache.seq_len is not implemented yet")
 
@@ -196,10 +202,12 @@ def sliding_window_decode_step(q_t, k_t, v_t, cache, *, rope_base=10000.0, sm_sc
     k_t and v_t to the cache, then attend with q_t over the keys it returns, scaled by sm_scale
     (1 / sqrt(D) when None). Returns o_t (B, H, D) in q_t's dtype: row p of
     sliding_window_attention over the rotated sequence, still exact after thousands of steps.
-    Each cache is one stream: caches of the same shape may decode in turn, or one start after
-    another; attend only over the keys of the cache given, keeping nothing between calls.
-    ValueError: q_t not (B, H, D) or k_t not (B, Hkv, D) with Hkv dividing H; an odd D; v_t that
-    does not fit the cache (from append); q_t, k_t and v_t of different dtypes or devices.
+    Each cache is one stream: caches of the same shape, any number of them, may decode in turn,
+    or one start after another; attend only over the keys of the cache given, keeping nothing
+    between calls.
+    ValueError: q_t, k_t or v_t that is not a non-empty 3-D tensor; q_t not (B, H, D) or k_t not
+    (B, Hkv, D) (q_t's B and D) with Hkv dividing H; an odd D; v_t that does not fit the cache
+    (from append); q_t, k_t and v_t of different dtypes or devices.
     """
     # TODO(level 5): rotate at the absolute position, append, attend.
     raise NotImplementedError("level 5: sliding_window_decode_step is not implemented yet")

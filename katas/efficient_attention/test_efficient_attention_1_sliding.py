@@ -22,6 +22,7 @@ from katas.efficient_attention.cases import (
     below_mask_cases,
     cases,
     extreme_tensors,
+    long_band_oracle,
     strided_like_a_model,
 )
 
@@ -121,6 +122,16 @@ BAD_CALLS = [
             lambda impl: impl.sliding_window_attention(_q, _k.half(), _v, 2)),
     BadCall("sliding_window_attention(q, k, v of int64, 2)", "integer values",
             lambda impl: impl.sliding_window_attention(_q, _k, _v.long(), 2)),
+    BadCall("sliding_window_attention(q of shape [1, 4, 0, 16], k, v, 2)", "no queries",
+            lambda impl: impl.sliding_window_attention(_q[:, :, :0], _k, _v, 2)),
+    BadCall("sliding_window_attention(q, k and v of length 0, 2)", "no keys",
+            lambda impl: impl.sliding_window_attention(_q, _k[:, :, :0], _v[:, :, :0], 2)),
+    BadCall("sliding_window_attention(q, k with D=0, v, 2)", "a head dim of 0",
+            lambda impl: impl.sliding_window_attention(_q[..., :0], _k[..., :0], _v, 2)),
+    BadCall("sliding_window_attention(q, k, v with batch 0, 2)", "a batch of 0",
+            lambda impl: impl.sliding_window_attention(_q[:0], _k[:0], _v[:0], 2)),
+    BadCall("sliding_window_attention(q, k, v with Dv=0, 2)", "values of size 0",
+            lambda impl: impl.sliding_window_attention(_q, _k, _v[..., :0], 2)),
 ]  # fmt: skip
 
 
@@ -136,6 +147,11 @@ NAMES = {
     "another batch size": "k|v",
     "q, k and v of different dtypes": "q|k|v",
     "integer values": "v",
+    "no queries": "q",
+    "no keys": "k|v",
+    "a head dim of 0": "q|k",
+    "a batch of 0": "q|k|v",
+    "values of size 0": "v",
 }
 
 
@@ -318,3 +334,40 @@ def test_sliding_window_over_thousands_of_keys_keeps_float32_precision(impl, dty
     out = impl.sliding_window_attention(q, k, v, 2000)
     expected = attention_oracle(q, k, v, causal=True, mask=band_mask(2048, 2048, 2000))
     assert_close(out, expected, hint=PRECISION_HINT)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize(
+    "Nq, Nk, window",
+    [(4101, 4101, 2), (4103, 4103, 5), (1001, 4199, 3)],
+)
+def test_sliding_window_positions_past_2048_stay_exact(impl, dtype, Nq, Nk, window):
+    # Past 2048 float16 holds only every other integer (every fourth past 4096), and bfloat16
+    # only one in 32: positions kept in the inputs' dtype round onto their neighbours.
+    q, k, v = AttentionCase(Nq=Nq, Nk=Nk, D=1, dtype=dtype, seed=Nk).tensors()
+    out = impl.sliding_window_attention(q, k, v, window)
+    assert out.dtype == dtype and out.shape == (1, 1, Nq, 1)
+    assert_close(
+        out,
+        long_band_oracle(q, k, v, window),
+        hint=f"at window {window}, with keys past position 2048: positions (of queries, keys "
+        "and the padding past the last key) are integers, so form them with torch.arange in "
+        "int64 and compare them as integers. In float16 or bfloat16 neighbouring positions "
+        "round to one number, and the window reads a key too many or too few.",
+    )
+
+
+@pytest.mark.parametrize("Nq, Nk", [(13, 13), (5, 9)])
+def test_sliding_window_float64_inputs_give_float64_outputs(impl, Nq, Nk):
+    q, k, v = AttentionCase(H=2, Hkv=1, Nq=Nq, Nk=Nk, D=4, dtype=torch.float64).tensors()
+    out = impl.sliding_window_attention(q, k, v, 3)
+    assert out.dtype == torch.float64, (
+        f"got {out.dtype} for float64 inputs: outputs have q's dtype, float64 included (compute "
+        "in float32 or float64, then cast the output to q.dtype)"
+    )
+    assert_close(
+        out,
+        attention_oracle(q, k, v, causal=True, mask=band_mask(Nq, Nk, 3)),
+        dtype=torch.float32,  # float64 inputs may be computed in float32
+        hint="float64 inputs: the same sliding window, checked at float32's tolerance",
+    )

@@ -99,6 +99,16 @@ BAD_CALLS = [
     BadCall("block_sparse_attention(q bfloat16, k, v float32, block_mask, 3)",
             "q, k and v of different dtypes",
             lambda impl: impl.block_sparse_attention(_q.bfloat16(), _k, _v, _mask3, 3)),
+    BadCall("block_sparse_attention(q, k and v of length 0, block_mask [0, 0], 3)",
+            "a sequence of length 0",
+            lambda impl: impl.block_sparse_attention(
+                _q[:, :, :0], _k[:, :, :0], _v[:, :, :0], _mask3[:0, :0], 3)),
+    BadCall("block_sparse_attention(q, k with D=0, v, block_mask, 3)", "a head dim of 0",
+            lambda impl: impl.block_sparse_attention(_q[..., :0], _k[..., :0], _v, _mask3, 3)),
+    BadCall("block_sparse_attention(q, k, v with batch 0, block_mask, 3)", "a batch of 0",
+            lambda impl: impl.block_sparse_attention(_q[:0], _k[:0], _v[:0], _mask3, 3)),
+    BadCall("block_sparse_attention(q and k with 0 heads, v, block_mask, 3)", "no heads",
+            lambda impl: impl.block_sparse_attention(_q[:, :0], _k[:, :0], _v[:, :0], _mask3, 3)),
 ]  # fmt: skip
 
 
@@ -114,6 +124,10 @@ NAMES = {
     "v shorter than k": "v",
     "kv heads that do not divide the query heads": "k|q",
     "q, k and v of different dtypes": "q|k|v",
+    "a sequence of length 0": "q|k|v",
+    "a head dim of 0": "q|k",
+    "a batch of 0": "q|k|v",
+    "no heads": "q|k|v",
 }
 
 
@@ -313,4 +327,51 @@ def test_block_sparse_over_thousands_of_keys_keeps_float32_precision(impl, dtype
         hint="this is a precision failure, not a wrong mask: with thousands of keys per query, "
         "row maxima and sums kept in float16/bfloat16 drift. Cast q, k and v to float32 first "
         "and only the output back to q's dtype.",
+    )
+
+
+def test_block_sparse_float64_inputs_give_float64_outputs(impl):
+    q, k, v = AttentionCase(H=2, Hkv=1, Nq=11, Nk=11, D=4, dtype=torch.float64).tensors()
+    block_mask = torch.tensor([[True, False, False], [True, True, False], [False, True, True]])
+    out = impl.block_sparse_attention(q, k, v, block_mask, 4, causal=True)
+    assert out.dtype == torch.float64, (
+        f"got {out.dtype} for float64 inputs: outputs have q's dtype, float64 included (compute "
+        "in float32 or float64, then cast the output to q.dtype)"
+    )
+    assert_close(
+        out,
+        attention_oracle(q, k, v, causal=True, mask=token_mask(block_mask, 4, 11)),
+        dtype=torch.float32,  # float64 inputs may be computed in float32
+        hint="float64 inputs: the same block-sparse attention, checked at float32's tolerance",
+    )
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_block_sparse_positions_past_32767_stay_exact(impl, causal):
+    # 33001 tokens in blocks of 37: block 885 holds positions 32745 .. 32781, across int16's
+    # largest value 32767, and the last block, 891, holds 34 tokens and 3 of padding. Every block
+    # reads itself, the block before it and block 0. D = 1 keeps it cheap.
+    N, bs = 33001, 37
+    nb = -(-N // bs)
+    block_mask = torch.eye(nb, dtype=torch.bool) | torch.eye(nb, dtype=torch.bool).roll(-1, dims=1)
+    block_mask[:, 0] = True
+    block_mask[0, -1] = False  # no wrap-around: block 0 does not read the last block
+    q, k, v = AttentionCase(Nq=N, Nk=N, D=1, seed=5).tensors()
+    out = impl.block_sparse_attention(q, k, v, block_mask, bs, causal=causal)
+    assert out.shape == (1, 1, N, 1)
+    # The float64 oracle for a few query blocks, over the keys they may read.
+    checked = (0, nb // 2, 884, 885, 886, nb - 2, nb - 1)
+    rows = torch.cat([torch.arange(r * bs, min(r * bs + bs, N)) for r in checked])
+    allowed = block_mask[rows // bs].repeat_interleave(bs, dim=1)[:, :N]  # (rows, N)
+    if causal:
+        allowed &= torch.arange(N)[None, :] <= rows[:, None]
+    keys = allowed.any(dim=0).nonzero().flatten()
+    expected = attention_oracle(q[:, :, rows], k[:, :, keys], v[:, :, keys], mask=allowed[:, keys])
+    assert_close(
+        out[:, :, rows],
+        expected,
+        name=f"the query blocks {checked} of {nb}",
+        hint="past position 32767 (int16's largest) positions and indices wrap around: form "
+        "token positions (rows * block_size + offsets) with torch.arange in int64, the default, "
+        "and compare them as int64; the same for indices that gather or scatter blocks.",
     )

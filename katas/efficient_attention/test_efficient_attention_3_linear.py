@@ -106,6 +106,34 @@ BAD_CALLS = [
     BadCall("linear_attention_step(q_t float32, k_t bfloat16, v_t float32)",
             "q_t, k_t and v_t of different dtypes",
             lambda impl: impl.linear_attention_step(_qt, _kt.bfloat16(), _vt)),
+    BadCall("linear_attention_step(q_t, k_t, v_t, state with z [1, 4, 1])",
+            "a state whose z has the wrong shape",
+            lambda impl: impl.linear_attention_step(
+                _qt, _kt, _vt, (torch.zeros(1, 4, 16, 8), torch.ones(1, 4, 1)))),
+    BadCall("linear_attention_step(q_t, k_t, v_t, state with z [4, 16])",
+            "a state whose z has no batch dimension",
+            lambda impl: impl.linear_attention_step(
+                _qt, _kt, _vt, (torch.zeros(1, 4, 16, 8), torch.ones(4, 16)))),
+    BadCall("linear_attention_step(q_t, k_t, v_t, state with z [1, 4, 16, 8])",
+            "a state whose z is shaped like S",
+            lambda impl: impl.linear_attention_step(
+                _qt, _kt, _vt, (torch.zeros(1, 4, 16, 8), torch.ones(1, 4, 16, 8)))),
+    BadCall("linear_attention(q of shape [1, 4, 0, 16], k, v)", "no queries",
+            lambda impl: impl.linear_attention(_q[:, :, :0], _k, _v)),
+    BadCall("linear_attention(q, k and v of length 0)", "no keys",
+            lambda impl: impl.linear_attention(_q, _k[:, :, :0], _v[:, :, :0])),
+    BadCall("linear_attention(q, k with D=0, v)", "a head dim of 0",
+            lambda impl: impl.linear_attention(_q[..., :0], _k[..., :0], _v)),
+    BadCall("linear_attention(q, k, v with batch 0)", "a batch of 0",
+            lambda impl: impl.linear_attention(_q[:0], _k[:0], _v[:0])),
+    BadCall("linear_attention_step(q_t, k_t, v_t with batch 0)", "a step with batch 0",
+            lambda impl: impl.linear_attention_step(_qt[:0], _kt[:0], _vt[:0])),
+    BadCall("linear_attention_step(q_t, k_t with D=0, v_t)", "a step with head dim 0",
+            lambda impl: impl.linear_attention_step(_qt[..., :0], _kt[..., :0], _vt)),
+    BadCall("linear_attention_step(q_t, k_t and v_t with 0 heads)", "a step with no kv heads",
+            lambda impl: impl.linear_attention_step(_qt, _kt[:, :0], _vt[:, :0])),
+    BadCall("linear_attention_step(q_t, k_t, v_t with Dv=0)", "a step with values of size 0",
+            lambda impl: impl.linear_attention_step(_qt, _kt, _vt[..., :0])),
 ]  # fmt: skip
 
 
@@ -121,6 +149,17 @@ NAMES = {
     "k_t's head dim differs": "k_t",
     "v_t's heads differ": "v_t",
     "q_t, k_t and v_t of different dtypes": "q_t|k_t|v_t",
+    "a state whose z has the wrong shape": "state|z",
+    "a state whose z has no batch dimension": "state|z",
+    "a state whose z is shaped like S": "state|z",
+    "no queries": "q",
+    "no keys": "k|v",
+    "a head dim of 0": "q|k",
+    "a batch of 0": "q|k|v",
+    "a step with batch 0": "q_t|k_t|v_t",
+    "a step with head dim 0": "q_t|k_t",
+    "a step with no kv heads": "k_t|v_t",
+    "a step with values of size 0": "v_t",
 }
 
 
@@ -324,3 +363,54 @@ def test_linear_attention_over_thousands_of_tokens_keeps_float32_precision(impl,
     assert_close(impl.linear_attention(q, k, v, causal=True), expected, hint=PRECISION_HINT)
     outs, state = run_steps(impl, q, k, v)
     assert_close(outs, expected, hint=PRECISION_HINT + " (2048 recurrent steps)")
+
+
+def test_linear_attention_float64_inputs_give_float64_outputs(impl):
+    q, k, v = AttentionCase(H=2, Hkv=1, Nq=9, Nk=9, D=4, Dv=3, dtype=torch.float64).tensors()
+    hint = (
+        "outputs have q's dtype, float64 included (compute in float32 or float64, then cast the "
+        "output to q.dtype)"
+    )
+    for causal in (True, False):
+        out = impl.linear_attention(q, k, v, causal=causal)
+        assert out.dtype == torch.float64, f"got {out.dtype} for float64 inputs: {hint}"
+        assert_close(
+            out,
+            linear_attention_oracle(q, k, v, causal=causal),
+            dtype=torch.float32,  # float64 inputs may be computed in float32
+            hint=f"float64 inputs, causal={causal}, checked at float32's tolerance",
+        )
+    outs, _ = run_steps(impl, q, k, v)
+    assert outs.dtype == torch.float64, f"steps gave {outs.dtype} for float64 inputs: {hint}"
+    assert_close(
+        outs,
+        linear_attention_oracle(q, k, v, causal=True),
+        dtype=torch.float32,
+        hint="float64 inputs, one step at a time, checked at float32's tolerance",
+    )
+
+
+def test_linear_attention_keeps_more_than_64_live_states(impl):
+    """Three streams of the same shape decode 30 steps in turn and keep every state they were
+    given back, 90 in all; then each resumes from every one of its states, the oldest first."""
+    case = AttentionCase(H=2, Hkv=1, Nq=30, Nk=30, D=4, Dv=3)
+    streams = [case.reseeded(seed).tensors() for seed in (0, 10, 20)]  # [(q, k, v)] x 3
+    kept = [[None] for _ in streams]  # kept[i][t]: stream i's state after t steps
+    for t in range(case.Nq):
+        for i, (q, k, v) in enumerate(streams):
+            _, state = impl.linear_attention_step(q[:, :, t], k[:, :, t], v[:, :, t], kept[i][-1])
+            kept[i].append(state)
+    for i, (q, k, v) in enumerate(streams):
+        expected = linear_attention_oracle(q, k, v, causal=True)  # (B, H, N, Dv)
+        for t in range(case.Nq):
+            o_t, _ = impl.linear_attention_step(q[:, :, t], k[:, :, t], v[:, :, t], kept[i][t])
+            assert_close(
+                o_t,
+                expected[:, :, t],
+                name=f"stream {i}, step {t} resumed from the state it returned {3 * (30 - t)} "
+                "calls before the last",
+                hint="every state a step returns stays the caller's, however many are alive: "
+                "here 90 of one shape. Storage kept between calls and written again (a pool of "
+                "buffers reused in turn, of any size) overwrites states the caller still holds: "
+                "return new tensors from every step",
+            )

@@ -50,6 +50,10 @@ BAD_CALLS = [
             lambda impl: impl.global_block_mask(4, 5)),
     BadCall("global_block_mask(4, -1)", "a negative n_global",
             lambda impl: impl.global_block_mask(4, -1)),
+    BadCall("global_block_mask(0, 0)", "a global mask of no blocks",
+            lambda impl: impl.global_block_mask(0, 0)),
+    BadCall("random_block_mask(0, 0, seed=0)", "a random mask of no blocks",
+            lambda impl: impl.random_block_mask(0, 0, seed=0)),
     BadCall("random_block_mask(4, 5, seed=0)", "more random blocks per row than blocks",
             lambda impl: impl.random_block_mask(4, 5, seed=0)),
     BadCall("random_block_mask(4, -2, seed=0)", "a negative n_random",
@@ -68,6 +72,8 @@ NAMES = {
     "more random blocks per row than blocks": "n_random",
     "a negative n_random": "n_random",
     "a negative n_blocks": "n_blocks",
+    "a global mask of no blocks": "n_blocks",
+    "a random mask of no blocks": "n_blocks",
 }
 
 
@@ -124,6 +130,29 @@ def test_random_block_mask_picks_are_spread_over_the_row(impl):
         f"{neighbours} of 64 rows read two neighbouring blocks (uniform draws give about 2): "
         "draw each block of a row uniformly (e.g. argsort of random numbers), not a random "
         "start and the blocks after it"
+    )
+
+
+def gap_pattern(row: torch.Tensor) -> tuple[int, ...]:
+    """The sorted gaps between a row's picks, around the row as a circle: a shift of the row
+    (c -> c + s mod n) or its mirror image has the same pattern."""
+    n, picks = row.numel(), row.nonzero().flatten().tolist()
+    return tuple(
+        sorted((b - a) % n or n for a, b in zip(picks, picks[1:] + picks[:1], strict=True))
+    )
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_random_block_mask_rows_are_not_shifts_of_one_draw(impl, seed):
+    mask = impl.random_block_mask(64, 4, seed=seed)
+    patterns = {gap_pattern(row) for row in mask}
+    # 64 independent rows of 4 blocks out of 64 show about 63 patterns (never fewer than 55 in
+    # thousands of seeds); rows that are shifts of one draw show 1.
+    assert len(patterns) >= 32, (
+        f"the 64 rows of random_block_mask(64, 4, seed={seed}) show only {len(patterns)} "
+        "different patterns of gaps between their picks: the rows look like shifts (or mirror "
+        "images) of one draw, e.g. (picks + r) % n_blocks for row r. Each row draws its own "
+        "blocks, independently of the other rows (argsort of a fresh row of random numbers)."
     )
 
 

@@ -5,6 +5,8 @@ Run: `pytest katas/efficient_attention -k 5_decode [--impl ...]`.
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 from hypothesis import example, given
@@ -120,6 +122,22 @@ BAD_CALLS = [
             "q_t, k_t and v_t of different dtypes",
             lambda impl: impl.sliding_window_decode_step(
                 _z(1, 2, 4, dtype=torch.float16), _z(1, 2, 4), _z(1, 2, 4), _cache(impl))),
+    BadCall("sliding_window_decode_step(q_t [1, 0, 4], k_t [1, 2, 4], v_t [1, 2, 4], cache)",
+            "a q_t with no heads",
+            lambda impl: impl.sliding_window_decode_step(
+                _z(1, 0, 4), _z(1, 2, 4), _z(1, 2, 4), _cache(impl))),
+    BadCall("sliding_window_decode_step(q_t [1, 2, 4], k_t [1, 0, 4], v_t [1, 0, 4], cache)",
+            "a k_t with no heads",
+            lambda impl: impl.sliding_window_decode_step(
+                _z(1, 2, 4), _z(1, 0, 4), _z(1, 0, 4), _cache(impl))),
+    BadCall("sliding_window_decode_step(q_t [1, 2, 0], k_t [1, 2, 0], v_t [1, 2, 0], cache)",
+            "a head dim of 0",
+            lambda impl: impl.sliding_window_decode_step(
+                _z(1, 2, 0), _z(1, 2, 0), _z(1, 2, 0), _cache(impl))),
+    BadCall("sliding_window_decode_step(q_t [2, 2, 4], k_t [1, 2, 4], v_t [1, 2, 4], cache)",
+            "q_t of another batch than k_t",
+            lambda impl: impl.sliding_window_decode_step(
+                _z(2, 2, 4), _z(1, 2, 4), _z(1, 2, 4), _cache(impl))),
 ]  # fmt: skip
 
 
@@ -139,6 +157,10 @@ NAMES = {
     "k_t's head dim differs from q_t's": "k_t",
     "v_t with fewer heads than the cache": "v_t",
     "q_t, k_t and v_t of different dtypes": "q_t|k_t|v_t",
+    "a q_t with no heads": "q_t",
+    "a k_t with no heads": "k_t|v_t",
+    "a head dim of 0": "q_t|k_t|v_t|D",
+    "q_t of another batch than k_t": "q_t|k_t",
 }
 
 
@@ -291,4 +313,88 @@ def test_decoding_thousands_of_steps_keeps_positions_exact(impl):
         hint=f"after {steps} steps the angles p · rope_base^(-2i/D) are in the thousands of "
         "radians: a float32 product p · inv_freq is off by 1e-4 there. Form the angles in float64 "
         "(or from an exact integer position) before taking cos and sin.",
+    )
+
+
+def test_decoding_float64_inputs_give_float64_outputs(impl):
+    q, k, v = (randn((1, 2, 7, 4), seed=s, dtype=torch.float64) for s in range(3))
+    out, _ = decode(impl, q, k, v, 3, torch.float64)
+    assert out.dtype == torch.float64, (
+        f"got {out.dtype} for float64 inputs: outputs have q_t's dtype, float64 included "
+        "(compute in float32 or float64, then cast the output to q_t.dtype)"
+    )
+    assert_close(
+        out,
+        decode_oracle(q, k, v, 3, torch.float64),
+        dtype=torch.float32,  # float64 inputs may be computed in float32
+        hint="float64 inputs: the same decoding, checked at float32's tolerance",
+    )
+
+
+def test_decoding_more_than_64_caches_in_turn(impl):
+    """66 caches of one shape decode 2 steps each, a step of every cache in turn."""
+    n, steps, window = 66, 2, 2
+    streams = [[randn((1, 2, steps, 2), seed=3 * i + s) for s in range(3)] for i in range(n)]
+    caches = [impl.RollingKVCache(window, 1, 2, 2) for _ in range(n)]
+    outs = [[] for _ in range(n)]
+    for t in range(steps):
+        for i, (q, k, v) in enumerate(streams):
+            outs[i].append(
+                impl.sliding_window_decode_step(q[:, :, t], k[:, :, t], v[:, :, t], caches[i])
+            )
+    for i, (q, k, v) in enumerate(streams):
+        assert_close(
+            torch.stack(outs[i], dim=2),
+            decode_oracle(q, k, v, window, torch.float32),
+            name=f"cache {i} of {n} decoded in turn",
+            hint="every cache holds its own buffers, however many are alive: buffers taken from "
+            "a pool shared between caches (of any size) make two caches write the same memory",
+        )
+
+
+def fast_forward(cache, n: int) -> None:
+    """Append n tokens of zeros [1, 1, 2] to `cache` quickly: without the harness's checks,
+    which cost about a millisecond a call (the calls this test checks run under the harness)."""
+    append = type(cache).append
+    guard = getattr(append, "__guard__", None)
+    call = append if guard is None else functools.partial(guard.unobserved, append)
+    for _ in range(n):
+        call(cache, torch.zeros(1, 1, 2), torch.zeros(1, 1, 2))
+
+
+def test_decoding_past_32767_tokens_keeps_counting(impl):
+    # 32764 tokens appended quickly, then 10 decoded as usual: positions 32764 .. 32773 run past
+    # 32767, the largest int16, and the last 7 steps see only decoded tokens (window 4).
+    window, start, steps = 4, 32764, 10
+    cache = impl.RollingKVCache(window, 1, 1, 2)
+    fast_forward(cache, start)
+    assert cache.seq_len == start, f"after {start} appends seq_len is {cache.seq_len}"
+    q, k, v = (randn((1, 2 if s == 0 else 1, steps, 2), seed=s) for s in range(3))
+    out = torch.stack(
+        [
+            impl.sliding_window_decode_step(q[:, :, t], k[:, :, t], v[:, :, t], cache)
+            for t in range(steps)
+        ],
+        dim=2,
+    )
+    assert cache.seq_len == start + steps, (
+        f"after {start + steps} tokens seq_len is {cache.seq_len}: the count runs past 32767 "
+        "(keep it a Python int, or int64), and it is also the RoPE position of the next token"
+    )
+    positions = torch.arange(start, start + steps, dtype=torch.float64)[:, None]
+    angles = (positions * 10000.0 ** (-torch.arange(0, 2, 2, dtype=torch.float64) / 2)).repeat(1, 2)
+
+    def rotate(x):  # x (1, h, steps, 2) to positions start .. start + steps - 1, in float64
+        x = x.double()
+        return x * angles.cos() + torch.cat([-x[..., 1:], x[..., :1]], dim=-1) * angles.sin()
+
+    expected = attention_oracle(
+        rotate(q), rotate(k).float(), v, causal=True, mask=band_mask(steps, steps, window)
+    )
+    assert_close(
+        out[:, :, window - 1 :],
+        expected[:, :, window - 1 :],
+        hint=f"positions {start + window - 1} .. {start + steps - 1}: RoPE rotates to the "
+        "absolute position cache.seq_len, which must keep counting past 32767 (a counter kept "
+        "in int16 wraps around to -32768 there).",
     )
