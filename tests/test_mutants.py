@@ -27,7 +27,7 @@ IDS = [f"{p.parent.name}/{p.stem}" for p in MUTANTS]
 MINIMUM = {
     "batching": 23,
     "context_extension": 38,
-    "efficient_attention": 46,
+    "efficient_attention": 57,
     "flash_attention": 40,
     "kv_cache": 43,
     "moe": 42,
