@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 from hypothesis import example, given, note
+from hypothesis import strategies as st
 
 from grading.errors import BadCall, assert_value_error
 from katas.moe.cases import (
@@ -193,6 +194,64 @@ def test_expert_capacity_rounds_up(impl, T, k, E, factor, expected):
     assert got == expected and isinstance(got, int), (
         f"expert_capacity({T}, {k}, {E}, {factor}) = {got!r}, expected the int "
         f"ceil({factor} * {T} * {k} / {E}) = {expected}: count all T·k assignments and round up"
+    )
+
+
+def _float_capacities(T, k, E, factor):
+    """ceil of T·k·factor/E as Python floats give it, in each natural order of the operations."""
+    return {
+        math.ceil(factor * T * k / E),
+        math.ceil(factor * (T * k) / E),
+        math.ceil(factor * (T * k / E)),
+    }
+
+
+@pytest.mark.parametrize(
+    ("T", "k", "E", "factor", "expected"),
+    [
+        (100, 1, 1, 1.1, 111),  # 1.1 * 100 is 110.00000000000001 in floats: just above 110
+        (200, 2, 8, 1.1, 56),  # 55.00000000000001
+        (10, 1, 1, 0.1, 1),  # 0.1 * 10 is exactly 1.0 in floats (the binary 0.1 is not 1/10)
+        (100, 1, 1, 0.2, 20),  # 20.0
+        (30, 1, 1, 1.3, 39),  # 39.0
+    ],
+)
+def test_expert_capacity_is_the_float_expression(impl, T, k, E, factor, expected):
+    assert expected in _float_capacities(T, k, E, factor)
+    got = impl.expert_capacity(T, k, E, factor)
+    assert got == expected, (
+        f"expert_capacity({T}, {k}, {E}, {factor}) = {got!r}, expected {expected}: "
+        f"{factor} * {T} * {k} / {E} is {factor * T * k / E!r} in Python floats, and C is "
+        "math.ceil of exactly that, nothing subtracted first (an epsilon rounds a value just "
+        "above an integer down) and no exact fractions (fractions.Fraction(0.1) is a bit "
+        "more than 1/10, and rounds 1.0 up to 2)"
+    )
+
+
+@given(
+    T=st.integers(1, 5000),
+    k=st.integers(1, 8),
+    E=st.sampled_from([1, 2, 3, 5, 8, 16, 64, 300]),
+    n=st.integers(1, 4096),
+    ulps=st.one_of(st.just(0), st.integers(0, 36).map(lambda b: 2**b)),
+)
+@example(T=100, k=1, E=1, n=110, ulps=2**22)
+def test_expert_capacity_rounds_up_just_above_an_integer(impl, T, k, E, n, ulps):
+    k = min(k, E)
+    # A factor that puts T·k·factor/E at n, or a few ulps (units in the last place) above it:
+    # a capacity just above an integer rounds up, however little above it is.
+    factor = n * E / (T * k)
+    for _ in range(min(ulps, 64)):
+        factor = math.nextafter(factor, math.inf)
+    if ulps > 64:
+        factor += ulps * math.ulp(factor)
+    accepted = _float_capacities(T, k, E, factor)
+    got = impl.expert_capacity(T, k, E, factor)
+    assert got in accepted, (
+        f"expert_capacity({T}, {k}, {E}, {factor!r}) = {got!r}, expected "
+        f"{' or '.join(map(str, sorted(accepted)))}: {factor!r} * {T} * {k} / {E} is "
+        f"{factor * T * k / E!r} in Python floats and C is math.ceil of it as it is; a value "
+        "the slightest bit above an integer rounds up (no epsilon subtracted first)"
     )
 
 
