@@ -151,11 +151,11 @@ def moe_forward(x, gate_w, w1, w3, w2, k, capacity_factor=None) -> torch.Tensor:
 
     x [T, d] float; gate_w [E, d] in any float dtype; w1, w3 [E, d, h]; w2 [E, h, d] in x's
     dtype -> y [T, d] in x's dtype. The router runs in float32 for every dtype of x (float64
-    too): logits = x.float() @ gate_w.float().T, then
-    route(logits, k). Each expert runs once, in x's dtype, on exactly the tokens routed to it
-    (and kept): the multiplications grow with T·k, never T·E, whether by matrix products or by
-    broadcasting, and no tensor exceeds T·k·max(E, d, h) elements. capacity_factor None means no
-    limit; otherwise each expert serves its first C = expert_capacity(T, k, E, capacity_factor)
+    too): logits = x.float() @ gate_w.float().T, then route(logits, k). Each expert runs once,
+    in x's dtype (no float32 copies), on exactly the tokens routed to it (and kept): the
+    multiplications grow with T·k, never T·E, whether by matrix products or by broadcasting,
+    and no tensor exceeds T·k·max(E, d, h) elements. capacity_factor None means no limit;
+    otherwise each expert serves its first C = expert_capacity(T, k, E, capacity_factor)
     assignments in priority order, a dropped assignment adds 0, and the token's other weights
     are NOT renormalised. T = 0 gives an empty y [0, d].
     ValueError (naming the argument) for shapes that do not fit together, w1/w3/w2 not in x's
