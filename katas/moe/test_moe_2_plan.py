@@ -341,6 +341,31 @@ def test_plan_with_more_experts_than_a_byte_holds(impl, capacity):
     )
 
 
+@pytest.mark.parametrize("capacity", [None, 1], ids=lambda c: f"capacity {c}")
+def test_plan_where_expert_id_times_assignments_passes_int32(impl, capacity):
+    # 2**16 experts and 2**15 tokens with k = 2: a sort key expert · (T·k) + j reaches 2**32,
+    # so a key held in int32 wraps around and scrambles the groups.
+    E_, T_, k_ = 2**16, 2**15, 2
+    experts = torch.randint(0, E_, (T_, k_), generator=torch.Generator().manual_seed(5))
+    tokens, ranks, counts = plan_oracle(experts, E_, capacity)
+    plan = impl.plan_dispatch(experts, E_, capacity=capacity)
+    for name, got, expected in [
+        ("counts", plan.counts, counts),
+        ("token", plan.token, tokens),
+        ("rank", plan.rank, ranks),
+    ]:
+        if got.tolist() != expected:
+            pairs = enumerate(zip(got.tolist(), expected, strict=False))
+            at = next((i for i, (a, b) in pairs if a != b), None)
+            raise AssertionError(
+                f"plan_dispatch of {T_:,} tokens, k = {k_}, over {E_:,} experts (capacity "
+                f"{capacity}): plan.{name} differs from the expected grouping (first at index "
+                f"{at}, length {got.numel():,} vs {len(expected):,}). Expert ids times T·k pass "
+                "2**31 here: keep sort keys and positions in int64, or sort the expert ids "
+                "themselves with a stable sort"
+            )
+
+
 def test_expert_load_counts_past_float32_integers(impl):
     # 2**24 + 1 assignments to expert 0: float32 holds consecutive integers only up to 2**24,
     # so a count kept in float32 (a float histogram, a float mask summed) loses one.
