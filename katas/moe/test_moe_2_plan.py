@@ -381,6 +381,23 @@ def test_expert_load_counts_past_float32_integers(impl):
     )
 
 
+def test_plan_keeps_capacity_past_float32_integers(impl):
+    # 2**24 + 2 assignments to expert 0 with a capacity of 2**24: a place in the queue counted
+    # in float32 (a cumsum of a float mask) rounds 2**24 + 1 down to 2**24, so the place of
+    # assignment 2**24 reads 2**24 - 1 and it is kept, one past the capacity.
+    n, C = 2**24 + 2, 2**24
+    experts = torch.zeros(n, 1, dtype=torch.int64)  # (T = n, k = 1)
+    plan = impl.plan_dispatch(experts, 1, capacity=C)
+    last = int(plan.token[-1]) if plan.token.numel() else None
+    got, expected = (plan.counts.tolist(), plan.token.numel(), last), ([C], C, C - 1)
+    assert got == expected, (
+        f"plan_dispatch of {n:,} assignments all to expert 0, capacity {C:,}: expected counts "
+        f"{expected[0]}, {expected[1]:,} kept, the last being token {expected[2]:,}; got counts "
+        f"{got[0]}, {got[1]:,} kept, the last token {got[2]}: count each assignment's place "
+        "in its expert's queue in int64, not in float32, which stops at 2**24"
+    )
+
+
 @pytest.mark.parametrize("capacity", [None, 0, 1, 2049], ids=lambda c: f"capacity {c}")
 @pytest.mark.parametrize(("E", "k"), [(1, 1), (3, 2), (8, 8)])
 def test_plan_and_load_of_no_tokens_are_empty(impl, E, k, capacity):
