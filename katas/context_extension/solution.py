@@ -32,9 +32,10 @@ import torch
 def rope_inv_freq(head_dim: int, base: float = 10000.0) -> torch.Tensor:
     """Inverse frequencies of RoPE: inv_freq[i] = base ** (-2i / head_dim), i = 0 .. D/2 - 1.
 
-    Returns a float32 tensor [D/2]. Pair 0 turns one radian per position; the last pair turns
-    slowest. ValueError for a head_dim that is not an even int >= 2, or a base that is not a
-    finite number > 1 (base <= 1, NaN, inf).
+    Returns a float32 tensor [D/2], each value the float64 power rounded once. Pair 0 turns one
+    radian per position; the last pair turns slowest. base may be an int or a float. ValueError
+    for a head_dim that is not an even int >= 2, or a base that is not a finite number > 1
+    (base <= 1, NaN, inf).
     """
     # TODO(level 1): base ** (-arange(0, D, 2) / D), computed in float64, returned as float32
     raise NotImplementedError("level 1: rope_inv_freq is not implemented yet")
@@ -47,9 +48,9 @@ def rope_cos_sin(
 
     positions [N] (any integer or float dtype, e.g. p / factor; up to 2**31 - 1), inv_freq [D/2]
     (float32 or float64, used as given). Returns (cos, sin), each [N, D] float32, laid out as
-    cat([angles, angles], -1). Form the angles in float64 and round to float32 only at the end:
-    at position 10**6 a float32 angle is off by hundredths of a radian. ValueError unless both
-    inputs are 1-D.
+    cat([angles, angles], -1). Form the angles, and their cos and sin, in float64 and round to
+    float32 only at the end: at position 10**6 a float32 angle is off by hundredths of a radian,
+    and a float32 cos near 0 many float32 steps. ValueError unless both inputs are 1-D.
     """
     # TODO(level 1): the angles in float64, their cos and sin in the cat([f, f]) layout
     raise NotImplementedError("level 1: rope_cos_sin is not implemented yet")
@@ -123,7 +124,7 @@ def yarn_inv_freq(
     high += 0.001. ramp[i] = clamp((i - low) / (high - low), 0, 1), then
         inv_freq = original * (1 - ramp) + (original / factor) * ramp
     (fast pairs keep their frequency, slow pairs are interpolated).
-    attention_factor = 0.1 * ln(factor) + 1, or 1.0 when factor <= 1.
+    attention_factor = 0.1 * ln(factor) + 1, or 1.0 when factor <= 1: a Python float.
     ValueError for a head_dim that is not an even int >= 2, a base that is not a finite number
     > 1, an original_max_len that is not an int >= 1, or a factor, beta_fast or beta_slow that
     is not a finite number > 0.

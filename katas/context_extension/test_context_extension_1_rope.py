@@ -285,6 +285,47 @@ def test_near_positions_keep_float32_accuracy(impl, dtype):
             )
 
 
+def _float32_steps(got: torch.Tensor, expected: torch.Tensor, floor: float = 0.0) -> float:
+    """The largest error of float32 `got` in float32 steps (spacings) of the float64 values."""
+    spacing = (
+        torch.nextafter(expected.float().abs(), torch.tensor(math.inf)) - expected.float().abs()
+    )
+    return ((got.double() - expected).abs() / (spacing.double() + floor)).max().item()
+
+
+@pytest.mark.parametrize(("d", "base"), [(4, 3.7), (6, 1.37), (64, 1e4), (64, 1e12), (8, 1.0001)])
+def test_near_positions_round_each_entry_once(impl, d, base):
+    """cos and sin of the float64 angles, rounded once: within one float32 step of each value,
+    also where cos or sin is near 0 and a float32 step is tiny."""
+    positions = torch.arange(256)
+    inv_freq = torch.tensor(inv_freq_oracle(d, base).tolist(), dtype=F32)
+    got = impl.rope_cos_sin(positions, inv_freq)
+    want = cos_sin_oracle(positions, inv_freq)
+    for name, table, expected in zip(("cos", "sin"), got, want, strict=True):
+        steps = _float32_steps(table, expected, floor=2.0**-30)
+        assert steps <= 1.0, (
+            f"{name} of positions 0 .. 255 (D {d}, base {base}) is up to {steps:.3g} float32 "
+            "steps of the value off the float64 oracle; rounding the float64 cos or sin once "
+            "costs at most 1/2. Take cos and sin of the float64 angles in float64 and round to "
+            "float32 only at the end: cos and sin taken in float32 (even of angles reduced mod "
+            "2 pi in float64) are off by many steps where the value is near 0"
+        )
+
+
+@given(d=head_dims, base=st.one_of(bases, st.sampled_from([1e12, 1e9, 5e5])))
+@example(d=96, base=1e12)
+@example(d=128, base=500000.0)
+def test_rope_inv_freq_is_the_float64_value_rounded_once(impl, d, base):
+    got = impl.rope_inv_freq(d, base)
+    steps = _float32_steps(got, inv_freq_oracle(d, base))
+    assert steps <= 1.0, (
+        f"rope_inv_freq({d}, {base}) is up to {steps:.3g} float32 steps off base ** (-2i / D) "
+        "in float64; rounding the float64 value once costs at most 1/2. Compute the power in "
+        "float64 and round to float32 at the end: base ** (arange(0, D, 2).float() / D) in "
+        "float32 is several steps off at large bases"
+    )
+
+
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16], ids=str)
 def test_rope_cos_sin_of_a_long_prompt(impl, dtype):
     # The tables of a 3000-token prompt in one call, a million tokens in where the dtype allows.

@@ -183,9 +183,40 @@ def test_yarn_known_values(impl, args, expected, expected_attention):
         "pairs below low keep their frequency, pairs above high are divided by the factor; a "
         "zero-width ramp gets high += 0.001",
     )
+    assert type(attention_factor) is float, (
+        f"attention_factor must be a Python float, got {type(attention_factor).__name__} "
+        f"{attention_factor!r}: return float(...) of the number, not a 0-dim tensor"
+    )
     assert math.isclose(attention_factor, expected_attention, rel_tol=1e-9), (
         f"attention_factor: expected {expected_attention:.6f}, got {attention_factor}: "
         "0.1 * ln(factor) + 1 (natural log), and exactly 1.0 when factor <= 1"
+    )
+
+
+INT_BASE_CALLS = {
+    "rope_inv_freq": lambda m, base: m.rope_inv_freq(8, base),
+    "linear_scaled_inv_freq": lambda m, base: m.linear_scaled_inv_freq(8, base, 2.0),
+    "ntk_scaled_inv_freq": lambda m, base: m.ntk_scaled_inv_freq(8, base, 2.0),
+    "dynamic_ntk_inv_freq": lambda m, base: m.dynamic_ntk_inv_freq(8, base, 2.0, 8192, 2048),
+    "yarn_inv_freq": lambda m, base: m.yarn_inv_freq(8, base, 4.0, 2048)[0],
+}
+
+
+@pytest.mark.parametrize("name", list(INT_BASE_CALLS))
+@pytest.mark.parametrize("base", [10000, 500000, 2], ids=lambda b: f"base {b}")
+def test_an_int_base_is_a_number(impl, name, base):
+    call = INT_BASE_CALLS[name]
+    try:
+        got = call(impl, base)
+    except ValueError as exc:
+        raise AssertionError(
+            f"{name} with the int base {base} raised ValueError({exc}): any finite number > 1 "
+            "is a base, an int (10000, 500000 as configs write them) as much as a float"
+        ) from None
+    expected = call(impl, float(base))
+    assert torch.equal(got, expected), (
+        f"{name} with the int base {base} gave {got.tolist()}, with {float(base)} it gave "
+        f"{expected.tolist()}: an int base is the same number as its float"
     )
 
 
@@ -312,6 +343,10 @@ def test_yarn_inv_freq_matches_oracle(impl, d, base, factor, trained, betas):
         name="yarn inv_freq",
         hint="check low/high (floor, ceil, clamped to 0 .. head_dim - 1), which end of the ramp "
         "keeps the original frequency, and that beta_fast and beta_slow are the ones passed",
+    )
+    assert type(attention_factor) is float, (
+        f"attention_factor must be a Python float, got {type(attention_factor).__name__} "
+        f"{attention_factor!r}: return float(...) of the number, not a 0-dim tensor"
     )
     assert math.isclose(attention_factor, expected_attention, rel_tol=1e-9), (
         f"attention_factor: expected {expected_attention}, got {attention_factor}"

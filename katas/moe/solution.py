@@ -53,9 +53,10 @@ def route(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
 def expert_capacity(num_tokens: int, k: int, num_experts: int, capacity_factor: float) -> int:
     """C = ceil(capacity_factor · T · k / E), the most assignments one expert serves (an int).
 
-    capacity_factor is an int or a float. ValueError for a capacity_factor that is not a finite
-    number > 0, num_tokens not an int >= 0, num_experts not an int >= 1, or k not an int in
-    1..num_experts.
+    capacity_factor is an int or a float; C is math.ceil of the Python float expression as it
+    comes out (no epsilon, no exact fractions: 1.1 * 100 gives 111, 0.1 * 10 gives 1).
+    ValueError for a capacity_factor that is not a finite number > 0, num_tokens not an int >= 0,
+    num_experts not an int >= 1, or k not an int in 1..num_experts.
     """
     # TODO(level 2): count all T·k assignments, spread them over E experts, round up
     raise NotImplementedError("level 2: expert_capacity is not implemented yet")
@@ -150,11 +151,11 @@ def moe_forward(x, gate_w, w1, w3, w2, k, capacity_factor=None) -> torch.Tensor:
 
     x [T, d] float; gate_w [E, d] in any float dtype; w1, w3 [E, d, h]; w2 [E, h, d] in x's
     dtype -> y [T, d] in x's dtype. The router runs in float32 for every dtype of x (float64
-    too): logits = x.float() @ gate_w.float().T, then
-    route(logits, k). Each expert runs once, in x's dtype, on exactly the tokens routed to it
-    (and kept): the multiplications grow with T·k, never T·E, whether by matrix products or by
-    broadcasting, and no tensor exceeds T·k·max(E, d, h) elements. capacity_factor None means no
-    limit; otherwise each expert serves its first C = expert_capacity(T, k, E, capacity_factor)
+    too): logits = x.float() @ gate_w.float().T, then route(logits, k). Each expert runs once,
+    in x's dtype (no float32 copies), on exactly the tokens routed to it (and kept): the
+    multiplications grow with T·k, never T·E, whether by matrix products or by broadcasting,
+    and no tensor exceeds T·k·max(E, d, h) elements. capacity_factor None means no limit;
+    otherwise each expert serves its first C = expert_capacity(T, k, E, capacity_factor)
     assignments in priority order, a dropped assignment adds 0, and the token's other weights
     are NOT renormalised. T = 0 gives an empty y [0, d].
     ValueError (naming the argument) for shapes that do not fit together, w1/w3/w2 not in x's
@@ -172,15 +173,16 @@ def load_balancing_loss(logits: torch.Tensor, experts: torch.Tensor) -> torch.Te
 
     logits [T, E] (any float dtype); experts [T, k] int64. f_e = (assignments to e) / (T · k),
     a count; P_e = mean over all T tokens of softmax(logits.float())[:, e], differentiable.
-    Returns a float32 scalar. ValueError for logits that are not a float [T, E] tensor with
-    T >= 1, or experts that is not int64 [T, k] for the same T with indices in 0..E-1.
+    Returns a float32 0-dim scalar (shape [], not [1]). ValueError for logits that are not a
+    float [T, E] tensor with T >= 1, or experts that is not int64 [T, k] for the same T with
+    indices in 0..E-1.
     """
     # TODO(level 4): E · Σ_e f_e · P_e
     raise NotImplementedError("level 4: load_balancing_loss is not implemented yet")
 
 
 def router_z_loss(logits: torch.Tensor) -> torch.Tensor:
-    """mean over tokens of logsumexp(logits [T, E])², a float32 scalar: it keeps logits small.
+    """mean over tokens of logsumexp(logits [T, E])², a float32 0-dim scalar: keeps logits small.
 
     Upcast to float32 first and use a stable logsumexp (logits of 10^4 must not overflow).
     ValueError for logits that are not a float [T, E] tensor with T, E >= 1.

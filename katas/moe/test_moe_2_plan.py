@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 from hypothesis import example, given, note
+from hypothesis import strategies as st
 
 from grading.errors import BadCall, assert_value_error
 from katas.moe.cases import (
@@ -196,6 +197,64 @@ def test_expert_capacity_rounds_up(impl, T, k, E, factor, expected):
     )
 
 
+def _float_capacities(T, k, E, factor):
+    """ceil of T·k·factor/E as Python floats give it, in each natural order of the operations."""
+    return {
+        math.ceil(factor * T * k / E),
+        math.ceil(factor * (T * k) / E),
+        math.ceil(factor * (T * k / E)),
+    }
+
+
+@pytest.mark.parametrize(
+    ("T", "k", "E", "factor", "expected"),
+    [
+        (100, 1, 1, 1.1, 111),  # 1.1 * 100 is 110.00000000000001 in floats: just above 110
+        (200, 2, 8, 1.1, 56),  # 55.00000000000001
+        (10, 1, 1, 0.1, 1),  # 0.1 * 10 is exactly 1.0 in floats (the binary 0.1 is not 1/10)
+        (100, 1, 1, 0.2, 20),  # 20.0
+        (30, 1, 1, 1.3, 39),  # 39.0
+    ],
+)
+def test_expert_capacity_is_the_float_expression(impl, T, k, E, factor, expected):
+    assert expected in _float_capacities(T, k, E, factor)
+    got = impl.expert_capacity(T, k, E, factor)
+    assert got == expected, (
+        f"expert_capacity({T}, {k}, {E}, {factor}) = {got!r}, expected {expected}: "
+        f"{factor} * {T} * {k} / {E} is {factor * T * k / E!r} in Python floats, and C is "
+        "math.ceil of exactly that, nothing subtracted first (an epsilon rounds a value just "
+        "above an integer down) and no exact fractions (fractions.Fraction(0.1) is a bit "
+        "more than 1/10, and rounds 1.0 up to 2)"
+    )
+
+
+@given(
+    T=st.integers(1, 5000),
+    k=st.integers(1, 8),
+    E=st.sampled_from([1, 2, 3, 5, 8, 16, 64, 300]),
+    n=st.integers(1, 4096),
+    ulps=st.one_of(st.just(0), st.integers(0, 36).map(lambda b: 2**b)),
+)
+@example(T=100, k=1, E=1, n=110, ulps=2**22)
+def test_expert_capacity_rounds_up_just_above_an_integer(impl, T, k, E, n, ulps):
+    k = min(k, E)
+    # A factor that puts T·k·factor/E at n, or a few ulps (units in the last place) above it:
+    # a capacity just above an integer rounds up, however little above it is.
+    factor = n * E / (T * k)
+    for _ in range(min(ulps, 64)):
+        factor = math.nextafter(factor, math.inf)
+    if ulps > 64:
+        factor += ulps * math.ulp(factor)
+    accepted = _float_capacities(T, k, E, factor)
+    got = impl.expert_capacity(T, k, E, factor)
+    assert got in accepted, (
+        f"expert_capacity({T}, {k}, {E}, {factor!r}) = {got!r}, expected "
+        f"{' or '.join(map(str, sorted(accepted)))}: {factor!r} * {T} * {k} / {E} is "
+        f"{factor * T * k / E!r} in Python floats and C is math.ceil of it as it is; a value "
+        "the slightest bit above an integer rounds up (no epsilon subtracted first)"
+    )
+
+
 # ----------------------------------------------------------------------------------------------
 # The dispatch plan
 
@@ -282,6 +341,31 @@ def test_plan_with_more_experts_than_a_byte_holds(impl, capacity):
     )
 
 
+@pytest.mark.parametrize("capacity", [None, 1], ids=lambda c: f"capacity {c}")
+def test_plan_where_expert_id_times_assignments_passes_int32(impl, capacity):
+    # 2**16 experts and 2**15 tokens with k = 2: a sort key expert · (T·k) + j reaches 2**32,
+    # so a key held in int32 wraps around and scrambles the groups.
+    E_, T_, k_ = 2**16, 2**15, 2
+    experts = torch.randint(0, E_, (T_, k_), generator=torch.Generator().manual_seed(5))
+    tokens, ranks, counts = plan_oracle(experts, E_, capacity)
+    plan = impl.plan_dispatch(experts, E_, capacity=capacity)
+    for name, got, expected in [
+        ("counts", plan.counts, counts),
+        ("token", plan.token, tokens),
+        ("rank", plan.rank, ranks),
+    ]:
+        if got.tolist() != expected:
+            pairs = enumerate(zip(got.tolist(), expected, strict=False))
+            at = next((i for i, (a, b) in pairs if a != b), None)
+            raise AssertionError(
+                f"plan_dispatch of {T_:,} tokens, k = {k_}, over {E_:,} experts (capacity "
+                f"{capacity}): plan.{name} differs from the expected grouping (first at index "
+                f"{at}, length {got.numel():,} vs {len(expected):,}). Expert ids times T·k pass "
+                "2**31 here: keep sort keys and positions in int64, or sort the expert ids "
+                "themselves with a stable sort"
+            )
+
+
 def test_expert_load_counts_past_float32_integers(impl):
     # 2**24 + 1 assignments to expert 0: float32 holds consecutive integers only up to 2**24,
     # so a count kept in float32 (a float histogram, a float mask summed) loses one.
@@ -294,6 +378,23 @@ def test_expert_load_counts_past_float32_integers(impl):
         f"routed and kept {expected}, got routed {load.routed.tolist()}, kept "
         f"{load.kept.tolist()}: count in int64 (torch.bincount), not in float32, which stops "
         "at 2**24"
+    )
+
+
+def test_plan_keeps_capacity_past_float32_integers(impl):
+    # 2**24 + 2 assignments to expert 0 with a capacity of 2**24: a place in the queue counted
+    # in float32 (a cumsum of a float mask) rounds 2**24 + 1 down to 2**24, so the place of
+    # assignment 2**24 reads 2**24 - 1 and it is kept, one past the capacity.
+    n, C = 2**24 + 2, 2**24
+    experts = torch.zeros(n, 1, dtype=torch.int64)  # (T = n, k = 1)
+    plan = impl.plan_dispatch(experts, 1, capacity=C)
+    last = int(plan.token[-1]) if plan.token.numel() else None
+    got, expected = (plan.counts.tolist(), plan.token.numel(), last), ([C], C, C - 1)
+    assert got == expected, (
+        f"plan_dispatch of {n:,} assignments all to expert 0, capacity {C:,}: expected counts "
+        f"{expected[0]}, {expected[1]:,} kept, the last being token {expected[2]:,}; got counts "
+        f"{got[0]}, {got[1]:,} kept, the last token {got[2]}: count each assignment's place "
+        "in its expert's queue in int64, not in float32, which stops at 2**24"
     )
 
 

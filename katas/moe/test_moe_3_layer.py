@@ -485,6 +485,34 @@ def test_moe_forward_takes_gate_w_in_any_float_dtype(impl, dtype, gate_dtype):
     )
 
 
+@pytest.mark.parametrize("dtype", [*_ROUNDED_AWAY, torch.float64], ids=str)
+def test_moe_forward_runs_its_experts_in_x_dtype(impl, dtype):
+    # The expert of test_expert_mlp_computes_in_x_dtype, inside the layer. With k = 1 the one
+    # weight is p / p = 1 exactly, so y is that expert's output as x's dtype computes it: 0 where
+    # x @ w3 = 1 + eps rounds to 1 in x's dtype, 32 · eps in a wider one. In float64, eps = 2^-30
+    # survives (float64 keeps it, float32 rounds it away): y must be 32 · eps, not 0.
+    eps = _ROUNDED_AWAY.get(dtype, 2.0**-30)
+    x = torch.tensor([[1.0, 1.0]] * 3, dtype=dtype)  # [T=3, d=2]
+    gate_w = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=dtype)  # logits [0, 2]: expert 1
+    w1 = torch.full((2, 2, 2), 16.0, dtype=dtype)  # [E=2, d, h=2]
+    w3 = torch.tensor([[[1.0, 1.0], [eps, 0.0]]] * 2, dtype=dtype)
+    w2 = torch.tensor([[[1.0, 1.0], [-1.0, -1.0]]] * 2, dtype=dtype)  # [E, h, d]
+    y = impl.moe_forward(x, gate_w, w1, w3, w2, 1)
+    assert y.dtype == dtype, f"moe_forward returns x's dtype {dtype}, got {y.dtype}"
+    wide, got = 32 * eps, y.double()
+    if dtype == torch.float64:
+        ok, expected = bool(((got - wide).abs() < wide / 2).all()), f"{wide} everywhere"
+        why = "float64 keeps 1 + 2^-30; float32 experts (x.float(), w.float()) round it to 1"
+    else:
+        ok, expected = bool((got.abs() < wide / 2).all()), "0 everywhere"
+        why = f"in {dtype} x @ w3 = 1 + {eps} rounds to 1, so the two hidden units cancel"
+    assert ok, (
+        f"expected y = {expected} ({why}), got {y.tolist()}. moe_forward runs each expert in "
+        f"x's dtype, on the tensors as given: float32 (or float64) copies of {dtype} weights "
+        "give a different, if more accurate, layer"
+    )
+
+
 def test_the_router_runs_in_float32_for_float64_input(impl):
     # Float32 rounds 2**20 + 0.03 to 2**20, so the pinned logits x.float() @ gate_w.float().T
     # are [0, 0.01] and expert 1 wins; a float64 router sees [0.03, 0.01] and picks expert 0.

@@ -148,7 +148,10 @@ def test_load_balancing_loss_matches_oracle_and_its_gradient(impl, spec: Routing
     expected.backward()
     logits = logits64.detach().float().requires_grad_(True)
     loss = impl.load_balancing_loss(logits, experts)
-    assert loss.numel() == 1, f"expected a scalar loss, got shape {tuple(loss.shape)}"
+    assert loss.shape == (), (
+        f"expected a 0-dim scalar loss (shape []), got shape {list(loss.shape)}: return the "
+        "reduction itself (.sum(), .mean()), not a reshape of it to [1]"
+    )
     # The loss lies in [0, E] and is 1 at balance: that sets the scale for rounding (a loss of
     # 1e-60, where the router's probabilities avoid the routed experts, rounds to 0 in float32).
     assert_close(
@@ -272,6 +275,10 @@ def test_losses_run_in_float32_whatever_the_logits_dtype(impl, dtype, scale):
     ]:
         assert got.dtype == torch.float32, (
             f"{name} of {dtype} logits must be float32, got {got.dtype}"
+        )
+        assert got.shape == (), (
+            f"{name} must be a 0-dim scalar (shape []), got shape {list(got.shape)}: a loss is "
+            "the reduction itself (.sum(), .mean()), not a reshape of it to [1]"
         )
         assert_close(
             got.detach().reshape(()),
