@@ -88,14 +88,23 @@ def _trilinear_flops(shape1, shape2, shape3, expand1, expand2, expand3, *args, *
     return 2 * math.prod(max(sizes) for sizes in zip(*shapes, strict=True))
 
 
+def _embedding_bag_flops(weight_shape, indices_shape, *args, **kwargs) -> int:
+    """F.embedding_bag's kernel: every index gathers a row of `weight`, multiplies it by its
+    per-sample weight and adds it to its bag: two FLOPs per element gathered (PyTorch counts it
+    as zero, so a matrix product written as weighted bags would cost nothing)."""
+    return 2 * math.prod(indices_shape) * weight_shape[-1]
+
+
 def _formulas() -> dict:
-    """FLOP formulas by operator, copied once: PyTorch's own, plus two it lacks: its CPU
-    attention kernel and F.bilinear's (which it counts as zero, letting a dense solution hide its
-    work behind one call)."""
+    """FLOP formulas by operator, copied once: PyTorch's own, plus those it lacks: its CPU
+    attention kernel, F.bilinear's and F.embedding_bag's (which it counts as zero, letting a
+    dense solution hide its work behind one call)."""
     formulas = dict(flop_registry)
     for name, formula in (
         ("_scaled_dot_product_flash_attention_for_cpu", _cpu_attention_flops),
         ("_trilinear", _trilinear_flops),
+        ("_embedding_bag", _embedding_bag_flops),
+        ("_embedding_bag_forward_only", _embedding_bag_flops),
     ):
         op = getattr(torch.ops.aten, name, None)
         if op is not None:

@@ -358,6 +358,7 @@ COST_CASES = [  # (T, d, h, E, k)
     (41, 8, 16, 64, 2),
     (128, 8, 16, 64, 1),
     (64, 16, 16, 64, 8),
+    (64, 64, 64, 8, 2),  # d and h large next to E: dense work is cheaper here
 ]
 CAPACITY_RULE = (
     "C = ceil(capacity_factor · T · k / E); each expert serves its first C assignments by rank, "
