@@ -120,8 +120,10 @@ def combine_partials(outs: torch.Tensor, lses: torch.Tensor) -> tuple[torch.Tens
 
         out = sum_s w_s outs[s] / sum_s w_s        lse = m + log(sum_s w_s)
 
-    A part that saw no key (lse -inf) weighs nothing, whichever parts are empty for a query (the
-    first ones, the last ones, all of them); a query that no part saw gets zeros and lse -inf.
+    A part that saw no key (lse -inf) weighs nothing, whatever its out holds (zeros, NaN or inf:
+    leave it out of the sum rather than multiplying it by 0), whichever parts are empty for a
+    query (the first ones, the last ones, all of them); a query that no part saw gets zeros and
+    lse -inf.
     Returns out (B, H, Nq, D) and lse (B, H, Nq), both float32.
     ValueError: outs not 5-D, lses not of exactly the shape outs.shape[:4] (nothing is
     broadcast, not (S, 1, 1, 1) either), or no parts (S == 0).
