@@ -231,10 +231,18 @@ def bad_attention_inputs(fn: str, *, Nq: int = 5, D: int = 16) -> list[tuple[Bad
     ]
 
 
+KERNEL_HEAD_DIMS = (16, 32, 64, 128)
+# Head dims the kernel refuses: every multiple of 8 up to 264 but the four (powers of two too
+# small or too large, multiples of 16 that are not powers of two), and odd ones around them.
+BAD_HEAD_DIMS = sorted(
+    {d for d in range(8, 265, 8) if d not in KERNEL_HEAD_DIMS} | {1, 2, 4, 15, 17, 63, 100, 129}
+)
+
+
 def bad_head_dims(fn: str, *, Nq: int = 5) -> list[tuple[BadCall, str]]:
-    """Calls `fn(q, k, v)` with head dims the kernel does not take (not 16, 32, 64 or 128)."""
+    """Calls `fn(q, k, v)` with each head dim of BAD_HEAD_DIMS (not 16, 32, 64 or 128)."""
     calls = []
-    for D in (8, 24, 256):
+    for D in BAD_HEAD_DIMS:
         q, k, v = AttentionCase(B=1, H=2, Hkv=1, Nq=Nq, Nk=6, D=D).tensors()
         calls.append(
             (bad_call(fn, (q, k, v), f"head dim {D}, not 16, 32, 64 or 128"), r"\bD\b|head dim")
