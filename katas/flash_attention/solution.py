@@ -35,7 +35,8 @@ Every call is checked by the harness (README, "Rules every call follows"):
 - the code behaves the same whether or not it is measured;
 - no function calls PyTorch's fused attention (scaled_dot_product_attention);
 - levels 2 and 3 launch a Triton kernel on every call, and split_kv_decode spreads the keys over
-  its programs (no program reads every key);
+  its programs however long the cache (no program reads more than ceil(Nk / num_splits) + 256
+  keys);
 - outside the kernel PyTorch multiplies only q and the output (or the partial results), never k
   or v: every q·kᵀ and p·v is the kernel's, one decoding query's included;
 """
@@ -142,10 +143,12 @@ def split_kv_decode(
     """Attention of one new query per sequence over a long cache, the keys split across programs.
 
     q (B, H, 1, D); k, v (B, Hkv, Nk, D). One query gives only B*H programs, too few to fill a
-    GPU; split the keys into up to `num_splits` ranges (any num_splits >= 1, also more than Nk),
-    compute a partial result and its lse for each range in parallel (in float32), then merge
-    them with `combine_partials`; the attention work stays in the kernel (no q·kᵀ or p·v in
-    PyTorch, not even as elementwise products). Returns (B, H, 1, D) in q's dtype.
+    GPU; split the keys into up to `num_splits` ranges (any num_splits >= 1, also more than Nk;
+    fewer only when the keys run out, whatever Nk: ranges of whole key blocks of at most 128
+    keys, so no program reads more than ceil(Nk / num_splits) + 256 keys), compute a partial
+    result and its lse for each range in parallel (in float32), then merge them with
+    `combine_partials`; the attention work stays in the kernel (no q·kᵀ or p·v in PyTorch, not
+    even as elementwise products). Returns (B, H, 1, D) in q's dtype.
     ValueError: the shared input checks (module docstring), D not in {16, 32, 64, 128}, q with
     other than one query, or num_splits < 1.
     """

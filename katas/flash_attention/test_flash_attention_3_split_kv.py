@@ -412,6 +412,33 @@ def test_split_kv_decode_over_long_and_extreme_inputs(impl, dtype, num_splits):
     )  # fmt: skip
 
 
+# The most keys one program of split_kv_decode may read beyond its share ceil(Nk / num_splits):
+# ranges are whole key blocks of at most 128 keys, rounded up twice at most.
+SPLIT_SLACK = 256
+
+
+@pytest.mark.parametrize(("Nk", "num_splits"), [(1500, 2), (2500, 5), (2500, 16)])
+def test_split_kv_decode_really_splits_long_caches(impl, Nk, num_splits):
+    # Longer than the 256 keys every call's own check uses: a split that stops past some length
+    # (one program per head for long caches) shows here.
+    case = AttentionCase(B=1, H=1, Hkv=1, Nq=1, Nk=Nk, D=16, seed=11)
+    q, k, v = case.tensors()
+    out = impl.split_kv_decode(q, k, v, num_splits=num_splits)
+    launches = impl.split_kv_decode.__guard__.last.launches  # what the harness counted
+    check_attention(out, q, k, v, causal=False, sm_scale=None, hint=split_hint(num_splits))
+    share = -(-Nk // num_splits)
+    allowed = 2 * case.D * (share + SPLIT_SLACK) + 128 * case.D  # keys and values, and q
+    most = max((launch.most_loaded_by_one_program for launch in launches), default=0)
+    assert most <= allowed, (
+        f"split_kv_decode(q, k, v, num_splits={num_splits}) over {Nk} keys had one kernel "
+        f"program read {most} elements, about {most // (2 * case.D)} keys with their values; "
+        f"each of the {num_splits} splits owns about {share} of them (whole key blocks of at "
+        "most 128 keys, so at most "
+        f"{share + SPLIT_SLACK}). Spread every cache over the splits, however long: a program "
+        "per (head, split) on the grid's third axis, reading only its own range"
+    )
+
+
 def test_split_kv_decode_leaves_its_inputs_alone(impl):
     case = AttentionCase(B=1, H=2, Hkv=1, Nq=1, Nk=50, D=16, seed=4)
     q, k, v = case.tensors()
