@@ -66,7 +66,9 @@ def tiled_attention(
         acc   = acc * exp(m - m_new) + sum_j exp(s_j - m_new) v_j
         m     = m_new
 
-    and at the end return acc / l. Never build an (Nq, Nk) tensor.
+    and at the end return acc / l. Never build an (Nq, Nk) tensor, not even one query at a
+    time (at Nq = 1 a row of scores over every key is one): scores live (B, H, Nq, block_size)
+    at a time. Group the query heads that share a kv head rather than copying k or v for each.
     ValueError: the shared input checks (module docstring), or block_size < 1.
     """
     # TODO(level 1): the online softmax over key blocks, in plain PyTorch.

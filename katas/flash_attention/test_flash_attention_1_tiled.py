@@ -133,6 +133,31 @@ def test_tiled_attention_never_builds_the_score_matrix(impl, figures, causal, Nq
     )
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("Nq", [1, 4])
+def test_tiled_attention_keeps_scores_to_one_key_block(impl, figures, dtype, causal, Nq):
+    # 16 query heads share one kv head: one query's scores over every key, for every head
+    # (B·H·Nk), outweigh k and v themselves (B·Hkv·Nk·D), so a whole row of scores shows even
+    # at Nq = 1, where it is the "Nq x Nk" tensor.
+    B, H, Hkv, Nk, D, block_size = 1, 16, 1, 2048, 4, 16
+    case = AttentionCase(B=B, H=H, Hkv=Hkv, Nq=Nq, Nk=Nk, D=D, causal=causal, dtype=dtype, seed=6)
+    q, k, v = case.tensors()
+    _, biggest = largest_tensor(impl.tiled_attention, q, k, v, causal=causal, block_size=block_size)
+    row = B * H * Nk
+    figures.record(
+        "largest tensor / one query's scores for every head", biggest.numel / row, "x",
+        causal=causal, Nq=Nq, Nk=Nk, H=H, Hkv=Hkv, block_size=block_size,
+    )  # fmt: skip
+    assert biggest.numel < row, (
+        f"tiled_attention made a tensor of {biggest}, as big as one query's scores over all "
+        f"{Nk} keys for all {H} heads ({row} elements). The scores of a call live one key "
+        f"block at a time, (B, H, Nq, block_size={block_size}), one query included (Nq = 1 is "
+        "no reason to take every key at once); and a kv head is read where it is by its "
+        f"{H // Hkv} query heads (group the query heads, do not copy k or v for each one)"
+    )
+
+
 @given(case=MODERATE_CASES, sizes=st.tuples(BLOCK_SIZES, BLOCK_SIZES))
 def test_tiled_attention_does_not_depend_on_block_size(impl, case, sizes):
     q, k, v = case.tensors()
