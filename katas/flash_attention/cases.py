@@ -31,8 +31,10 @@ INPUT_SCALES = [0.5, 1.0, 3.0, 8.0]
 # exp overflow are drawn in float16 and bfloat16, whose kernels still compute scores and
 # exponentials in float32.
 MODERATE_SCALES = [0.5, 1.0]
-# None is the default 1 / sqrt(D); 0.0 makes every weight equal (and is not "no scale").
-SM_SCALES = [None, 0.0, 0.05, 0.3, 1.0, 2.0]
+# None is the default 1 / sqrt(D); 0.0 makes every weight equal (and is not "no scale"); a
+# negative scale is a scale like any other (the largest weight goes to the most opposed key), not
+# a sign that one was left out.
+SM_SCALES = [None, 0.0, 0.05, 0.3, 1.0, 2.0, -0.3, -1.0]
 # Long enough that a running sum kept in float16 (whose spacing is 1 above 1024 and 4 above
 # 4096) visibly stops growing; short enough for Triton's interpreter (one query block).
 LONG_NK = 4096

@@ -9,7 +9,8 @@ Conventions for every function:
   key/value head h // (H // Hkv) (grouped-query attention);
 - causal masking is aligned bottom-right: query i sees keys j <= i + Nk - Nq; a query that sees
   no key returns zeros, never NaN;
-- sm_scale defaults to 1 / sqrt(D) when it is None (0.0 is a scale like any other);
+- sm_scale defaults to 1 / sqrt(D) when it is None; any other value is used as given (0.0 and
+  negative scales are scales like any other);
 - inputs come in float32, float16 or bfloat16 (not on Triton's interpreter), possibly as
   non-contiguous views; outputs have q's dtype; scores, exponentials and every sum run in
   float32, also over thousands of keys and for scores in the hundreds (subtract the running max);

@@ -54,6 +54,10 @@ HINT = (
 @example(  # bfloat16, one key block larger than all the keys
     case=AttentionCase(B=2, H=3, Hkv=3, Nq=9, Nk=5, D=32, dtype=torch.bfloat16, scale=3.0, seed=3),
     block_size=64,
+)
+@example(  # a negative sm_scale: used as given, the most opposed key weighs the most
+    case=AttentionCase(B=1, H=2, Hkv=1, Nq=6, Nk=21, D=16, causal=True, sm_scale=-1.0, seed=4),
+    block_size=8,
 )  # fmt: skip
 def test_tiled_attention_matches_oracle(impl, case, block_size):
     q, k, v = case.tensors()

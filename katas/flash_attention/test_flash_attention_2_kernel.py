@@ -72,6 +72,9 @@ def test_flash_attention_with_every_score_below_any_mask_constant(impl, drawn):
 )
 @example(  # one query, one key
     case=AttentionCase(B=1, H=1, Hkv=1, Nq=1, Nk=1, D=32, dtype=torch.float16, seed=4)
+)
+@example(  # a negative sm_scale: used as given, the most opposed key weighs the most
+    case=AttentionCase(B=1, H=2, Hkv=1, Nq=18, Nk=21, D=16, causal=True, sm_scale=-0.3, seed=5)
 )  # fmt: skip
 def test_flash_attention_matches_oracle(impl, case):
     q, k, v = case.tensors()

@@ -279,6 +279,9 @@ LSE_HINT = (
 )
 @example(  # sm_scale=0.0: every score is 0, lse = ln(number of visible keys)
     case=AttentionCase(B=1, H=2, Hkv=2, Nq=9, Nk=21, D=16, causal=True, sm_scale=0.0, seed=1)
+)
+@example(  # a negative sm_scale: used as given
+    case=AttentionCase(B=1, H=2, Hkv=1, Nq=7, Nk=20, D=16, sm_scale=-1.0, seed=2)
 )  # fmt: skip
 def test_flash_attention_with_lse_returns_the_log_sum_exp(impl, case):
     q, k, v = case.tensors()
@@ -376,6 +379,9 @@ def split_hint(num_splits: int) -> str:
 @example(decode=(AttentionCase(B=1, H=2, Hkv=1, Nq=1, Nk=7, D=16, seed=5), 1000))  # > Nk
 @example(  # sm_scale=0.0: the mean of all the values
     decode=(AttentionCase(B=1, H=2, Hkv=1, Nq=1, Nk=50, D=16, sm_scale=0.0, seed=6), 3)
+)
+@example(  # a negative sm_scale: used as given
+    decode=(AttentionCase(B=1, H=2, Hkv=1, Nq=1, Nk=40, D=16, sm_scale=-0.3, seed=9), 2)
 )
 @example(  # scores in the hundreds
     decode=(
