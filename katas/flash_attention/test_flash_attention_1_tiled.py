@@ -16,11 +16,14 @@ from grading.tolerance import assert_close
 from katas.flash_attention.cases import (
     LONG_NK,
     MODERATE_SCALES,
+    SM_SCALES,
     attention_cases,
     bad_attention_inputs,
     bad_call,
     below_mask_cases,
+    causal_offset_sweep,
     check_attention,
+    near_tied_scores,
     scores_far_below_zero,
     strided,
 )
@@ -171,6 +174,53 @@ def test_tiled_attention_does_not_depend_on_block_size(impl, case, sizes):
         hint="blocks only change the order of the sums: a difference means some block is "
         "dropped, counted twice, or not rescaled when the running max changes",
     )  # fmt: skip
+
+
+HALF_DTYPES = [dtype for dtype in float_dtypes() if dtype != torch.float32]
+
+
+@given(
+    case=attention_cases(
+        max_len=40, block=BLOCK, head_dims=(4, 16, 32), dtypes=HALF_DTYPES,
+        scales=MODERATE_SCALES, sm_scales=[s for s in SM_SCALES if s != 0.0],
+    ),
+    offset=st.sampled_from([-300.0, 300.0, 1000.0]),
+    block_size=BLOCK_SIZES,
+)  # fmt: skip
+@example(  # every score about 300, a few apart: q·k about 1200, rounded by 0.5 in float16
+    case=AttentionCase(B=1, H=2, Hkv=1, Nq=9, Nk=37, D=16, dtype=torch.float16, seed=5),
+    offset=300.0,
+    block_size=8,
+)
+def test_tiled_attention_with_near_tied_scores_far_from_zero(impl, case, offset, block_size):
+    q, k, v = near_tied_scores(case, offset)
+    out = impl.tiled_attention(q, k, v, block_size=block_size, **case.options)
+    check_attention(
+        out, q, k, v, **case.options,
+        hint=f"every score here is about {offset:g}, the largest few within a unit or two of "
+        f"each other. q @ kᵀ taken in {case.dtype} rounds such scores by 0.1 or more, which "
+        "moves these near-tied weights by as much: convert q and k to float32 before the "
+        "product (the scores run in float32), and subtract the running max before exp",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("block_size", [7, 16])
+def test_tiled_attention_at_every_causal_offset(impl, block_size):
+    # The causal diagonal ends where Nk - Nq puts it: every residue modulo the block sizes.
+    for offset in causal_offset_sweep():
+        Nq = 19
+        case = AttentionCase(
+            B=1, H=2, Hkv=1, Nq=Nq, Nk=Nq + offset, D=16, causal=True, seed=offset + 20
+        )  # fmt: skip
+        q, k, v = case.tensors()
+        out = impl.tiled_attention(q, k, v, causal=True, block_size=block_size)
+        check_attention(
+            out, q, k, v, causal=True, sm_scale=None,
+            hint=f"causal with Nk - Nq = {offset} (Nq = {Nq}, Nk = {case.Nk}) and "
+            f"block_size={block_size}: query i sees keys j <= i + Nk - Nq, no fewer and no "
+            "more; a key block skipped or a range ended one key early shows only where the "
+            "diagonal meets a block boundary",
+        )  # fmt: skip
 
 
 @given(case=CASES, block_size=BLOCK_SIZES)
