@@ -339,8 +339,8 @@ def combine_partials(outs: torch.Tensor, lses: torch.Tensor) -> tuple[torch.Tens
     outs (S, B, H, Nq, D) and lses (S, B, H, Nq), part s computed over key set s. The online
     softmax once more, over parts instead of keys: with m = max_s lses[s] and
     w_s = exp(lses[s] - m), out = sum_s w_s outs[s] / sum_s w_s and lse = m + log(sum_s w_s).
-    Parts that saw no key (lse -inf) weigh nothing. Returns out (B, H, Nq, D) and lse
-    (B, H, Nq), both float32.
+    Parts that saw no key (lse -inf) weigh nothing, whatever their out holds (NaN included).
+    Returns out (B, H, Nq, D) and lse (B, H, Nq), both float32.
     """
     if outs.dim() != 5 or lses.shape != outs.shape[:4]:
         raise ValueError(
@@ -350,6 +350,8 @@ def combine_partials(outs: torch.Tensor, lses: torch.Tensor) -> tuple[torch.Tens
     if outs.shape[0] == 0:
         raise ValueError(f"outs must hold at least one part, got shape {tuple(outs.shape)}")
     lses = lses.float()
+    # An empty part weighs exactly 0 whatever its out holds: 0 * NaN would be NaN.
+    outs = outs.masked_fill(torch.isneginf(lses)[..., None], 0.0)
     m = lses.amax(dim=0)  # (B, H, Nq), -inf where every part is empty
     m_safe = m.masked_fill(m == float("-inf"), 0.0)
     weights = torch.exp(lses - m_safe)  # (S, B, H, Nq); the largest is exactly 1

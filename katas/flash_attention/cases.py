@@ -31,11 +31,26 @@ INPUT_SCALES = [0.5, 1.0, 3.0, 8.0]
 # exp overflow are drawn in float16 and bfloat16, whose kernels still compute scores and
 # exponentials in float32.
 MODERATE_SCALES = [0.5, 1.0]
-# None is the default 1 / sqrt(D); 0.0 makes every weight equal (and is not "no scale").
-SM_SCALES = [None, 0.0, 0.05, 0.3, 1.0, 2.0]
+# None is the default 1 / sqrt(D); 0.0 makes every weight equal (and is not "no scale"); a
+# negative scale is a scale like any other (the largest weight goes to the most opposed key), not
+# a sign that one was left out.
+SM_SCALES = [None, 0.0, 0.05, 0.3, 1.0, 2.0, -0.3, -1.0]
 # Long enough that a running sum kept in float16 (whose spacing is 1 above 1024 and 4 above
 # 4096) visibly stops growing; short enough for Triton's interpreter (one query block).
 LONG_NK = 4096
+
+
+# The kernel's tile on the CPU (16 x 16 in the reference): a causal key range that ends one key
+# early or late shows only when its end falls on a block boundary, which depends on Nk - Nq.
+CPU_TILE = 16
+
+
+def causal_offsets(block: int) -> list[int]:
+    """Offsets Nk - Nq for causal cases: each side of 0 and of one and two blocks of `block`
+    keys and of CPU_TILE keys (residues 0, 1 and -1 modulo the block), more queries than keys
+    too. `causal_offset_sweep` tries every residue."""
+    centres = {0, block, 2 * block, -block, CPU_TILE, 2 * CPU_TILE, -CPU_TILE}
+    return sorted({c + r for c in centres for r in (-1, 0, 1)})
 
 
 def input_scales(dtype: torch.dtype, scales: list[float]) -> list[float]:
@@ -55,23 +70,33 @@ def attention_cases(
     max_group: int = 3,
     causal: bool | None = None,
     scales: list[float] = INPUT_SCALES,
+    sm_scales: list[float | None] = SM_SCALES,
 ) -> AttentionCase:
     """Cases around the block size `block`: lengths 1, primes, block ± 1, Nq != Nk, GQA.
 
-    `scales` are the standard deviations of q and k to draw from; properties that compare two
-    computations with each other (not with the oracle) keep to well-conditioned inputs.
+    Half the causal cases take Nk = Nq + an offset of `causal_offsets(block)`, so that the
+    causal diagonal meets block boundaries in every way. `scales` are the standard deviations of
+    q and k to draw from; properties that compare two computations with each other (not with
+    the oracle) keep to well-conditioned inputs.
     """
     H, Hkv = draw(gqa_heads(max_kv_heads, max_group))
     dtype = draw(st.sampled_from(dtypes))
+    causal = draw(st.booleans()) if causal is None else causal
+    Nq = draw(lengths(max_len, block=block))
+    if causal and draw(st.booleans()):
+        offsets = [n for n in causal_offsets(block) if 1 <= Nq + n <= max_len]  # 0 always fits
+        Nk = Nq + draw(st.sampled_from(offsets))
+    else:
+        Nk = draw(lengths(max_len, block=block))
     return AttentionCase(
         B=draw(st.integers(1, 2)),
         H=H,
         Hkv=Hkv,
-        Nq=draw(lengths(max_len, block=block)),
-        Nk=draw(lengths(max_len, block=block)),
+        Nq=Nq,
+        Nk=Nk,
         D=draw(st.sampled_from(head_dims)),
-        causal=draw(st.booleans()) if causal is None else causal,
-        sm_scale=draw(st.sampled_from(SM_SCALES)),
+        causal=causal,
+        sm_scale=draw(st.sampled_from(sm_scales)),
         dtype=dtype,
         scale=draw(st.sampled_from(input_scales(dtype, scales))),
         seed=draw(seeds()),
@@ -94,6 +119,28 @@ def scores_far_below_zero(case: AttentionCase, offset: float = -200.0):
     c = offset / (a * effective_scale(case.sm_scale, case.D))
     q, k = q + c * u, k + a * u  # q·k ≈ q0·k0 + a·q0·u + c·u·k0 + a·c
     return tuple(t.to(device=default_device(), dtype=case.dtype) for t in (q, k, v))
+
+
+def near_tied_scores(case: AttentionCase, offset: float):
+    """q, k, v of `case` shifted so that every score sits near `offset`, within a few units of
+    each other (about the spread of the unshifted scores).
+
+    With `offset` in the hundreds or more, scores rounded to float16 or bfloat16 (q @ kᵀ taken
+    in the input dtype) move by 0.1 or more, so the near-tied weights move by as much: only
+    scores computed in float32 stay within the tolerance. The case's sm_scale must not be 0.
+    """
+    q, k, v = (t.double() for t in case.tensors(torch.device("cpu")))  # (B, H, N, D)
+    u = torch.ones(case.D, dtype=torch.float64) / math.sqrt(case.D)  # a unit direction
+    q, k = q - (q @ u)[..., None] * u, k - (k @ u)[..., None] * u  # both orthogonal to u now
+    a = 10.0
+    c = offset / (a * effective_scale(case.sm_scale, case.D))
+    q, k = q + c * u, k + a * u  # q·k = q0·k0 + a·c exactly: a constant plus the old spread
+    return tuple(t.to(device=default_device(), dtype=case.dtype) for t in (q, k, v))
+
+
+def causal_offset_sweep() -> list[int]:
+    """Nk - Nq for every residue modulo CPU_TILE, and more queries than keys."""
+    return [-CPU_TILE - 1, -CPU_TILE, -1, *range(CPU_TILE), CPU_TILE, CPU_TILE + 1]
 
 
 @st.composite
@@ -231,10 +278,18 @@ def bad_attention_inputs(fn: str, *, Nq: int = 5, D: int = 16) -> list[tuple[Bad
     ]
 
 
+KERNEL_HEAD_DIMS = (16, 32, 64, 128)
+# Head dims the kernel refuses: every multiple of 8 up to 264 but the four (powers of two too
+# small or too large, multiples of 16 that are not powers of two), and odd ones around them.
+BAD_HEAD_DIMS = sorted(
+    {d for d in range(8, 265, 8) if d not in KERNEL_HEAD_DIMS} | {1, 2, 4, 15, 17, 63, 100, 129}
+)
+
+
 def bad_head_dims(fn: str, *, Nq: int = 5) -> list[tuple[BadCall, str]]:
-    """Calls `fn(q, k, v)` with head dims the kernel does not take (not 16, 32, 64 or 128)."""
+    """Calls `fn(q, k, v)` with each head dim of BAD_HEAD_DIMS (not 16, 32, 64 or 128)."""
     calls = []
-    for D in (8, 24, 256):
+    for D in BAD_HEAD_DIMS:
         q, k, v = AttentionCase(B=1, H=2, Hkv=1, Nq=Nq, Nk=6, D=D).tensors()
         calls.append(
             (bad_call(fn, (q, k, v), f"head dim {D}, not 16, 32, 64 or 128"), r"\bD\b|head dim")

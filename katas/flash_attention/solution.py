@@ -9,7 +9,8 @@ Conventions for every function:
   key/value head h // (H // Hkv) (grouped-query attention);
 - causal masking is aligned bottom-right: query i sees keys j <= i + Nk - Nq; a query that sees
   no key returns zeros, never NaN;
-- sm_scale defaults to 1 / sqrt(D) when it is None (0.0 is a scale like any other);
+- sm_scale defaults to 1 / sqrt(D) when it is None; any other value is used as given (0.0 and
+  negative scales are scales like any other);
 - inputs come in float32, float16 or bfloat16 (not on Triton's interpreter), possibly as
   non-contiguous views; outputs have q's dtype; scores, exponentials and every sum run in
   float32, also over thousands of keys and for scores in the hundreds (subtract the running max);
@@ -35,7 +36,8 @@ Every call is checked by the harness (README, "Rules every call follows"):
 - the code behaves the same whether or not it is measured;
 - no function calls PyTorch's fused attention (scaled_dot_product_attention);
 - levels 2 and 3 launch a Triton kernel on every call, and split_kv_decode spreads the keys over
-  its programs (no program reads every key);
+  its programs however long the cache (no program reads more than ceil(Nk / num_splits) + 256
+  keys);
 - outside the kernel PyTorch multiplies only q and the output (or the partial results), never k
   or v: every q·kᵀ and p·v is the kernel's, one decoding query's included;
 """
@@ -65,7 +67,9 @@ def tiled_attention(
         acc   = acc * exp(m - m_new) + sum_j exp(s_j - m_new) v_j
         m     = m_new
 
-    and at the end return acc / l. Never build an (Nq, Nk) tensor.
+    and at the end return acc / l. Never build an (Nq, Nk) tensor, not even one query at a
+    time (at Nq = 1 a row of scores over every key is one): scores live (B, H, Nq, block_size)
+    at a time. Group the query heads that share a kv head rather than copying k or v for each.
     ValueError: the shared input checks (module docstring), or block_size < 1.
     """
     # TODO(level 1): the online softmax over key blocks, in plain PyTorch.
@@ -120,8 +124,10 @@ def combine_partials(outs: torch.Tensor, lses: torch.Tensor) -> tuple[torch.Tens
 
         out = sum_s w_s outs[s] / sum_s w_s        lse = m + log(sum_s w_s)
 
-    A part that saw no key (lse -inf) weighs nothing, whichever parts are empty for a query (the
-    first ones, the last ones, all of them); a query that no part saw gets zeros and lse -inf.
+    A part that saw no key (lse -inf) weighs nothing, whatever its out holds (zeros, NaN or inf:
+    leave it out of the sum rather than multiplying it by 0), whichever parts are empty for a
+    query (the first ones, the last ones, all of them); a query that no part saw gets zeros and
+    lse -inf.
     Returns out (B, H, Nq, D) and lse (B, H, Nq), both float32.
     ValueError: outs not 5-D, lses not of exactly the shape outs.shape[:4] (nothing is
     broadcast, not (S, 1, 1, 1) either), or no parts (S == 0).
@@ -140,10 +146,12 @@ def split_kv_decode(
     """Attention of one new query per sequence over a long cache, the keys split across programs.
 
     q (B, H, 1, D); k, v (B, Hkv, Nk, D). One query gives only B*H programs, too few to fill a
-    GPU; split the keys into up to `num_splits` ranges (any num_splits >= 1, also more than Nk),
-    compute a partial result and its lse for each range in parallel (in float32), then merge
-    them with `combine_partials`; the attention work stays in the kernel (no q·kᵀ or p·v in
-    PyTorch, not even as elementwise products). Returns (B, H, 1, D) in q's dtype.
+    GPU; split the keys into up to `num_splits` ranges (any num_splits >= 1, also more than Nk;
+    fewer only when the keys run out, whatever Nk: ranges of whole key blocks of at most 128
+    keys, so no program reads more than ceil(Nk / num_splits) + 256 keys), compute a partial
+    result and its lse for each range in parallel (in float32), then merge them with
+    `combine_partials`; the attention work stays in the kernel (no q·kᵀ or p·v in PyTorch, not
+    even as elementwise products). Returns (B, H, 1, D) in q's dtype.
     ValueError: the shared input checks (module docstring), D not in {16, 32, 64, 128}, q with
     other than one query, or num_splits < 1.
     """

@@ -16,11 +16,14 @@ from grading.tolerance import assert_close
 from katas.flash_attention.cases import (
     LONG_NK,
     MODERATE_SCALES,
+    SM_SCALES,
     attention_cases,
     bad_attention_inputs,
     bad_call,
     below_mask_cases,
+    causal_offset_sweep,
     check_attention,
+    near_tied_scores,
     scores_far_below_zero,
     strided,
 )
@@ -54,6 +57,10 @@ HINT = (
 @example(  # bfloat16, one key block larger than all the keys
     case=AttentionCase(B=2, H=3, Hkv=3, Nq=9, Nk=5, D=32, dtype=torch.bfloat16, scale=3.0, seed=3),
     block_size=64,
+)
+@example(  # a negative sm_scale: used as given, the most opposed key weighs the most
+    case=AttentionCase(B=1, H=2, Hkv=1, Nq=6, Nk=21, D=16, causal=True, sm_scale=-1.0, seed=4),
+    block_size=8,
 )  # fmt: skip
 def test_tiled_attention_matches_oracle(impl, case, block_size):
     q, k, v = case.tensors()
@@ -133,6 +140,31 @@ def test_tiled_attention_never_builds_the_score_matrix(impl, figures, causal, Nq
     )
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("Nq", [1, 4])
+def test_tiled_attention_keeps_scores_to_one_key_block(impl, figures, dtype, causal, Nq):
+    # 16 query heads share one kv head: one query's scores over every key, for every head
+    # (B·H·Nk), outweigh k and v themselves (B·Hkv·Nk·D), so a whole row of scores shows even
+    # at Nq = 1, where it is the "Nq x Nk" tensor.
+    B, H, Hkv, Nk, D, block_size = 1, 16, 1, 2048, 4, 16
+    case = AttentionCase(B=B, H=H, Hkv=Hkv, Nq=Nq, Nk=Nk, D=D, causal=causal, dtype=dtype, seed=6)
+    q, k, v = case.tensors()
+    _, biggest = largest_tensor(impl.tiled_attention, q, k, v, causal=causal, block_size=block_size)
+    row = B * H * Nk
+    figures.record(
+        "largest tensor / one query's scores for every head", biggest.numel / row, "x",
+        causal=causal, Nq=Nq, Nk=Nk, H=H, Hkv=Hkv, block_size=block_size,
+    )  # fmt: skip
+    assert biggest.numel < row, (
+        f"tiled_attention made a tensor of {biggest}, as big as one query's scores over all "
+        f"{Nk} keys for all {H} heads ({row} elements). The scores of a call live one key "
+        f"block at a time, (B, H, Nq, block_size={block_size}), one query included (Nq = 1 is "
+        "no reason to take every key at once); and a kv head is read where it is by its "
+        f"{H // Hkv} query heads (group the query heads, do not copy k or v for each one)"
+    )
+
+
 @given(case=MODERATE_CASES, sizes=st.tuples(BLOCK_SIZES, BLOCK_SIZES))
 def test_tiled_attention_does_not_depend_on_block_size(impl, case, sizes):
     q, k, v = case.tensors()
@@ -142,6 +174,53 @@ def test_tiled_attention_does_not_depend_on_block_size(impl, case, sizes):
         hint="blocks only change the order of the sums: a difference means some block is "
         "dropped, counted twice, or not rescaled when the running max changes",
     )  # fmt: skip
+
+
+HALF_DTYPES = [dtype for dtype in float_dtypes() if dtype != torch.float32]
+
+
+@given(
+    case=attention_cases(
+        max_len=40, block=BLOCK, head_dims=(4, 16, 32), dtypes=HALF_DTYPES,
+        scales=MODERATE_SCALES, sm_scales=[s for s in SM_SCALES if s != 0.0],
+    ),
+    offset=st.sampled_from([-300.0, 300.0, 1000.0]),
+    block_size=BLOCK_SIZES,
+)  # fmt: skip
+@example(  # every score about 300, a few apart: q·k about 1200, rounded by 0.5 in float16
+    case=AttentionCase(B=1, H=2, Hkv=1, Nq=9, Nk=37, D=16, dtype=torch.float16, seed=5),
+    offset=300.0,
+    block_size=8,
+)
+def test_tiled_attention_with_near_tied_scores_far_from_zero(impl, case, offset, block_size):
+    q, k, v = near_tied_scores(case, offset)
+    out = impl.tiled_attention(q, k, v, block_size=block_size, **case.options)
+    check_attention(
+        out, q, k, v, **case.options,
+        hint=f"every score here is about {offset:g}, the largest few within a unit or two of "
+        f"each other. q @ kᵀ taken in {case.dtype} rounds such scores by 0.1 or more, which "
+        "moves these near-tied weights by as much: convert q and k to float32 before the "
+        "product (the scores run in float32), and subtract the running max before exp",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("block_size", [7, 16])
+def test_tiled_attention_at_every_causal_offset(impl, block_size):
+    # The causal diagonal ends where Nk - Nq puts it: every residue modulo the block sizes.
+    for offset in causal_offset_sweep():
+        Nq = 19
+        case = AttentionCase(
+            B=1, H=2, Hkv=1, Nq=Nq, Nk=Nq + offset, D=16, causal=True, seed=offset + 20
+        )  # fmt: skip
+        q, k, v = case.tensors()
+        out = impl.tiled_attention(q, k, v, causal=True, block_size=block_size)
+        check_attention(
+            out, q, k, v, causal=True, sm_scale=None,
+            hint=f"causal with Nk - Nq = {offset} (Nq = {Nq}, Nk = {case.Nk}) and "
+            f"block_size={block_size}: query i sees keys j <= i + Nk - Nq, no fewer and no "
+            "more; a key block skipped or a range ended one key early shows only where the "
+            "diagonal meets a block boundary",
+        )  # fmt: skip
 
 
 @given(case=CASES, block_size=BLOCK_SIZES)

@@ -24,6 +24,7 @@ from katas.flash_attention.cases import (
     bad_attention_inputs,
     bad_head_dims,
     below_mask_cases,
+    causal_offset_sweep,
     check_attention,
     scores_far_below_zero,
     strided,
@@ -72,11 +73,34 @@ def test_flash_attention_with_every_score_below_any_mask_constant(impl, drawn):
 )
 @example(  # one query, one key
     case=AttentionCase(B=1, H=1, Hkv=1, Nq=1, Nk=1, D=32, dtype=torch.float16, seed=4)
+)
+@example(  # a negative sm_scale: used as given, the most opposed key weighs the most
+    case=AttentionCase(B=1, H=2, Hkv=1, Nq=18, Nk=21, D=16, causal=True, sm_scale=-0.3, seed=5)
 )  # fmt: skip
 def test_flash_attention_matches_oracle(impl, case):
     q, k, v = case.tensors()
     out = impl.flash_attention(q, k, v, **case.options)
     check_attention(out, q, k, v, **case.options, hint=HINT)
+
+
+OFFSETS = causal_offset_sweep()
+
+
+@pytest.mark.parametrize("offset", OFFSETS, ids=[f"Nk-Nq={n}" for n in OFFSETS])
+def test_flash_attention_at_every_causal_offset(impl, offset):
+    # Two query blocks of the CPU's 16 x 16 tiles; Nk - Nq takes every residue modulo 16, so the
+    # end of each block's causal key range lands on every position within a key block.
+    Nq = 18
+    case = AttentionCase(B=1, H=1, Hkv=1, Nq=Nq, Nk=Nq + offset, D=16, causal=True, seed=offset)
+    q, k, v = case.tensors()
+    out = impl.flash_attention(q, k, v, causal=True)
+    check_attention(
+        out, q, k, v, causal=True, sm_scale=None,
+        hint=f"causal with Nk - Nq = {offset} (Nq = {Nq}, Nk = {case.Nk}): the last query of "
+        "query block m sees key (m + 1) * BLOCK_M - 1 + Nk - Nq, so its key range ends one past "
+        "that (exclusive); a loop that stops one key early loses a key only when that key "
+        "starts a new key block, for one residue of Nk - Nq modulo BLOCK_N",
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)

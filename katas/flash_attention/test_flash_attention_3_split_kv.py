@@ -113,8 +113,10 @@ def test_combine_partials_merges_exact_parts(impl, partition):
 
 
 def merged(outs: torch.Tensor, lses: torch.Tensor):
-    """The merge in float64, of exactly the values given: (out, lse)."""
+    """The merge in float64, of exactly the values given: (out, lse). A part with lse -inf
+    weighs nothing, whatever its out holds."""
     outs, lses = outs.double().cpu(), lses.double().cpu()
+    outs = outs.masked_fill(torch.isneginf(lses)[..., None], 0.0)
     lse = torch.logsumexp(lses, dim=0)  # (B, H, Nq)
     weights = torch.exp(lses - lse.masked_fill(torch.isneginf(lse), 0.0)).nan_to_num(0.0)
     return (weights[..., None] * outs).sum(dim=0), lse
@@ -138,22 +140,29 @@ def test_combine_partials_runs_in_float32_for_any_input_dtype(impl, dtype, S):
     assert_close(out, expected_out, dtype=torch.float32, hint=hint)
 
 
+# What the out of an empty part (lse -inf) may hold: zeros as the reference kernel writes them,
+# or anything at all (NaN, infinities, large numbers), since such a part weighs nothing.
+EMPTY_OUTS = [0.0, float("nan"), float("inf"), float("-inf"), 1e4]
+
+
 @st.composite
 def partials_with_empty_parts(draw):
-    """(S, (B, H, Nq), dtype, share, scale, seed) for `empty_parts`: S parts, `share` of them
-    empty per query, lses of about `scale` in `dtype`."""
+    """(S, (B, H, Nq), dtype, share, scale, seed, filler) for `empty_parts`: S parts, `share`
+    of them empty per query, lses of about `scale` in `dtype`, empty parts' outs `filler`."""
     S = draw(st.sampled_from([1, 2, 3, 4, 7, 64]))
     shape = (draw(st.integers(1, 2)), draw(st.integers(1, 3)), draw(st.integers(3, 8)))
     dtype = draw(st.sampled_from(float_dtypes()))
     share = draw(st.sampled_from([0.0, 0.3, 0.7, 1.0]))
-    return S, shape, dtype, share, draw(st.sampled_from([1.0, 200.0])), draw(seeds())
+    scale, seed = draw(st.sampled_from([1.0, 200.0])), draw(seeds())
+    return S, shape, dtype, share, scale, seed, draw(st.sampled_from(EMPTY_OUTS))
 
 
-def empty_parts(S, shape, dtype, share, scale, seed):
+def empty_parts(S, shape, dtype, share, scale, seed, filler=0.0):
     """outs (S, B, H, Nq, 16) and lses (S, B, H, Nq) in `dtype`, where a part that saw no key
-    has lse -inf and output 0 (as the kernel writes them). Query 0 no part saw, query 1 only
-    the last part saw (every part before it is empty), query 2 only the first part saw; each
-    other (part, query) is empty with probability `share`."""
+    has lse -inf and output `filler` (0 as the reference kernel writes them; NaN or inf as
+    another kernel may leave them). Query 0 no part saw, query 1 only the last part saw (every
+    part before it is empty), query 2 only the first part saw; each other (part, query) is
+    empty with probability `share`."""
     gen = torch.Generator().manual_seed(seed)
     empty = torch.rand((S, *shape), generator=gen) < share  # (S, B, H, Nq)
     empty[..., :3] = True
@@ -162,7 +171,7 @@ def empty_parts(S, shape, dtype, share, scale, seed):
     lses = torch.randn((S, *shape), generator=gen, dtype=torch.float64) * scale
     outs = torch.randn((S, *shape, 16), generator=gen, dtype=torch.float64)
     lses = lses.masked_fill(empty, float("-inf"))
-    outs = outs.masked_fill(empty[..., None], 0.0)
+    outs = outs.masked_fill(empty[..., None], filler)
     return (t.to(device=default_device(), dtype=dtype) for t in (outs, lses))
 
 
@@ -170,7 +179,9 @@ EMPTY_PARTS_HINT = (
     "a part that saw no key has lse = -inf and must weigh exactly 0: exp(-inf - (-inf)) is NaN "
     "wherever the largest lse is -inf too (a query no part saw, or one whose first parts are all "
     "empty when merging part by part), and so is 0 / 0. Shift by 0 where the max is -inf and "
-    "divide by 1 where the weights sum to 0; a query no part saw gets zeros and lse -inf"
+    "divide by 1 where the weights sum to 0; a query no part saw gets zeros and lse -inf. "
+    "An empty part's out may hold anything, NaN and inf included: 0 * NaN is NaN, so leave "
+    "such parts out of the sum (torch.where or masked_fill) rather than multiplying them by 0"
 )
 
 
@@ -183,9 +194,11 @@ def first_nan(got: torch.Tensor, queries: torch.Size) -> tuple[int, int, int] | 
 
 
 @given(partials=partials_with_empty_parts())
-@example(partials=(3, (1, 1, 3), torch.float32, 0.0, 1.0, 0))  # the three queries only
-@example(partials=(64, (2, 3, 8), torch.float16, 0.7, 200.0, 1))  # many parts, mostly empty
-@example(partials=(7, (1, 2, 5), torch.bfloat16, 1.0, 200.0, 2))  # each query seen by <= 1 part
+@example(partials=(3, (1, 1, 3), torch.float32, 0.0, 1.0, 0, 0.0))  # the three queries only
+@example(partials=(64, (2, 3, 8), torch.float16, 0.7, 200.0, 1, 0.0))  # many parts, mostly empty
+@example(partials=(7, (1, 2, 5), torch.bfloat16, 1.0, 200.0, 2, 0.0))  # each query: <= 1 part
+@example(partials=(4, (1, 2, 6), torch.float32, 0.3, 1.0, 3, float("nan")))  # empty outs NaN
+@example(partials=(7, (2, 1, 5), torch.float16, 0.7, 200.0, 4, float("inf")))  # empty outs inf
 def test_combine_partials_weighs_empty_parts_nothing(impl, partials):
     outs, lses = empty_parts(*partials)
     out, lse = impl.combine_partials(outs, lses)
@@ -266,6 +279,9 @@ LSE_HINT = (
 )
 @example(  # sm_scale=0.0: every score is 0, lse = ln(number of visible keys)
     case=AttentionCase(B=1, H=2, Hkv=2, Nq=9, Nk=21, D=16, causal=True, sm_scale=0.0, seed=1)
+)
+@example(  # a negative sm_scale: used as given
+    case=AttentionCase(B=1, H=2, Hkv=1, Nq=7, Nk=20, D=16, sm_scale=-1.0, seed=2)
 )  # fmt: skip
 def test_flash_attention_with_lse_returns_the_log_sum_exp(impl, case):
     q, k, v = case.tensors()
@@ -364,6 +380,9 @@ def split_hint(num_splits: int) -> str:
 @example(  # sm_scale=0.0: the mean of all the values
     decode=(AttentionCase(B=1, H=2, Hkv=1, Nq=1, Nk=50, D=16, sm_scale=0.0, seed=6), 3)
 )
+@example(  # a negative sm_scale: used as given
+    decode=(AttentionCase(B=1, H=2, Hkv=1, Nq=1, Nk=40, D=16, sm_scale=-0.3, seed=9), 2)
+)
 @example(  # scores in the hundreds
     decode=(
         AttentionCase(B=1, H=2, Hkv=2, Nq=1, Nk=64, D=16, dtype=torch.float16, scale=8.0, seed=7),
@@ -397,6 +416,33 @@ def test_split_kv_decode_over_long_and_extreme_inputs(impl, dtype, num_splits):
         "each split's running max before exp2, pass each tensor's own strides, and weigh the "
         f"splits by exp(lse_s - max lse); {split_hint(num_splits)}",
     )  # fmt: skip
+
+
+# The most keys one program of split_kv_decode may read beyond its share ceil(Nk / num_splits):
+# ranges are whole key blocks of at most 128 keys, rounded up twice at most.
+SPLIT_SLACK = 256
+
+
+@pytest.mark.parametrize(("Nk", "num_splits"), [(1500, 2), (2500, 5), (2500, 16)])
+def test_split_kv_decode_really_splits_long_caches(impl, Nk, num_splits):
+    # Longer than the 256 keys every call's own check uses: a split that stops past some length
+    # (one program per head for long caches) shows here.
+    case = AttentionCase(B=1, H=1, Hkv=1, Nq=1, Nk=Nk, D=16, seed=11)
+    q, k, v = case.tensors()
+    out = impl.split_kv_decode(q, k, v, num_splits=num_splits)
+    launches = impl.split_kv_decode.__guard__.last.launches  # what the harness counted
+    check_attention(out, q, k, v, causal=False, sm_scale=None, hint=split_hint(num_splits))
+    share = -(-Nk // num_splits)
+    allowed = 2 * case.D * (share + SPLIT_SLACK) + 128 * case.D  # keys and values, and q
+    most = max((launch.most_loaded_by_one_program for launch in launches), default=0)
+    assert most <= allowed, (
+        f"split_kv_decode(q, k, v, num_splits={num_splits}) over {Nk} keys had one kernel "
+        f"program read {most} elements, about {most // (2 * case.D)} keys with their values; "
+        f"each of the {num_splits} splits owns about {share} of them (whole key blocks of at "
+        "most 128 keys, so at most "
+        f"{share + SPLIT_SLACK}). Spread every cache over the splits, however long: a program "
+        "per (head, split) on the grid's third axis, reading only its own range"
+    )
 
 
 def test_split_kv_decode_leaves_its_inputs_alone(impl):
