@@ -30,7 +30,7 @@ from statistics import NormalDist
 import torch
 from torch import nn
 
-from grading.cost import count_flops
+from grading.cost import count_flops, held_bytes
 from grading.model import ModelCall, ModelConfig, make_model
 
 # Significance of every statistical test. Each runs on fixed seeds, so it gives the same verdict
@@ -66,7 +66,8 @@ class ScriptedModel(nn.Module):
     (a margin of 1e4 makes even softmax(logits / temperature) one-hot, at any temperature up to
     10: sampling becomes as predictable as greedy decoding). Each call reads and advances its cache
     like a real model: through `inner`, a real model whose FLOPs then count, or by writing zeros
-    to a one-layer cache of its own config.
+    to a one-layer cache of its own config (`max_seq_len`: the script's length unless given).
+    With `weigh_cache`, each call records the bytes its cache holds in `cache_bytes`.
     """
 
     def __init__(
@@ -78,16 +79,20 @@ class ScriptedModel(nn.Module):
         dtype: torch.dtype = torch.float64,
         device: str | torch.device = "cpu",
         margin: float = 1.0,
+        max_seq_len: int | None = None,
+        weigh_cache: bool = False,
     ) -> None:
         super().__init__()
         self.script, self.wrong, self.inner, self.margin = list(script), wrong, inner, margin
         self.calls: list[ModelCall] = []  # every call, logged as the shared model logs its own
+        self.weigh_cache = weigh_cache
+        self.cache_bytes: list[int] = []  # held_bytes(cache) at each call, when weigh_cache
         if inner is not None:
             self.config = inner.config
         else:
             self.config = ModelConfig(
                 n_layers=1, n_heads=1, n_kv_heads=1, head_dim=2, vocab_size=vocab_size,
-                max_seq_len=len(self.script),
+                max_seq_len=len(self.script) if max_seq_len is None else max_seq_len,
             )  # fmt: skip
             self.weight = nn.Parameter(torch.zeros(1, dtype=dtype, device=device))
         if self.config.vocab_size != vocab_size:
@@ -98,6 +103,8 @@ class ScriptedModel(nn.Module):
         start = 0 if cache is None else int(cache.seq_len)
         cache_len = None if cache is None else start
         self.calls.append(ModelCall(T, B, cache_len, torch.is_grad_enabled()))
+        if self.weigh_cache and cache is not None:
+            self.cache_bytes.append(held_bytes(cache))
         if self.inner is not None:
             logits = torch.zeros_like(self.inner(ids, cache))  # (B, T, V)
         else:
@@ -118,20 +125,29 @@ class ScriptedModel(nn.Module):
 class MarkovModel(nn.Module):
     """A cheap model for the sampling tests: the logits at position i are
     table[ids[i]] + bias[i], so the next token depends on the current one and on the position
-    (read from the cache, which it advances by writing zeros, as ScriptedModel does)."""
+    (read from the cache, which it advances by writing zeros, as ScriptedModel does). `scale`
+    sets the logits' spread (scaled with the temperature, the distributions stay far from
+    one-hot however cold); `dtype` the model's parameters, cache and logits."""
 
-    def __init__(self, vocab_size: int, max_seq_len: int, seed: int, scale: float = 1.5) -> None:
+    def __init__(
+        self,
+        vocab_size: int,
+        max_seq_len: int,
+        seed: int,
+        scale: float = 1.5,
+        dtype: torch.dtype = torch.float64,
+    ) -> None:
         super().__init__()
         gen = torch.Generator().manual_seed(seed)
         self.table = torch.randn(vocab_size, vocab_size, generator=gen, dtype=torch.float64)
-        self.table *= scale  # (V, V): row a holds the logits after token a
+        self.table = (self.table * scale).to(dtype)  # (V, V): row a holds the logits after token a
         self.bias = torch.randn(max_seq_len, vocab_size, generator=gen, dtype=torch.float64)
-        self.bias *= scale  # (max_seq_len, V)
+        self.bias = (self.bias * scale).to(dtype)  # (max_seq_len, V)
         self.config = ModelConfig(
             n_layers=1, n_heads=1, n_kv_heads=1, head_dim=2, vocab_size=vocab_size,
             max_seq_len=max_seq_len,
         )  # fmt: skip
-        self.weight = nn.Parameter(torch.zeros(1, dtype=torch.float64))
+        self.weight = nn.Parameter(torch.zeros(1, dtype=dtype))
         self.calls: list[ModelCall] = []  # every call, logged as the shared model logs its own
 
     def forward(self, ids: torch.Tensor, cache=None) -> torch.Tensor:
@@ -139,7 +155,7 @@ class MarkovModel(nn.Module):
         start = 0 if cache is None else int(cache.seq_len)
         self.calls.append(ModelCall(T, B, None if cache is None else start, False))
         if cache is not None:
-            zeros = torch.zeros(B, 1, T, 2, dtype=torch.float64)
+            zeros = torch.zeros(B, 1, T, 2, dtype=self.weight.dtype)
             cache.update(0, zeros, zeros)
         return self.table[ids] + self.bias[start : start + T]  # (B, T, V)
 

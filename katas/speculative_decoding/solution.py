@@ -9,7 +9,8 @@ Both models follow the shared contract of grading/model.py: `model(ids, cache) -
 [1, t] -> logits [1, t, V], the new tokens placed at positions cache.seq_len ... onwards. For the
 caches, use the KVCache of the KV-cache kata (`from reference.kv_cache import KVCache`, or your
 own), made in the dtype and on the device of its own model's `next(model.parameters())` (the draft
-may have another dtype than the target), with room for T + max_new_tokens tokens.
+may have another dtype than the target), with room for T + max_new_tokens tokens (not for the
+model's config.max_seq_len, which may be far more).
 `k`, `max_new_tokens` and `max_ngram` are Python ints (not bool); token ids lie in
 0 .. vocab_size - 1.
 
@@ -61,7 +62,8 @@ def accept_reject(
     q [k, V]: the draft's distributions that produced them.
     p [k + 1, V]: the target's distributions at the same positions, plus one more after x_{k-1}.
 
-    For i = 0, 1, ...: accept x_i with probability min(1, p[i, x_i] / q[i, x_i]). At the first
+    For i = 0, 1, ...: accept x_i with probability min(1, p[i, x_i] / q[i, x_i]), however small
+    q[i, x_i] is (no epsilon: 1e-300 with p >= q is always accepted). At the first
     rejection, draw one token from residual_distribution(p[i], q[i]) and stop. If all k are
     accepted, draw the bonus token from p[k]. Returns [x_0 ... x_{j-1}, that token]: j + 1 tokens
     (int64), 0 <= j <= k. k = 0 is valid (draft_tokens [0], q [0, V], p [1, V]: nothing was
@@ -70,7 +72,7 @@ def accept_reject(
     generator=None, from torch's global generator (torch.manual_seed fixes the draws; never a
     generator of your own, fixed seed).
     ValueError (naming the argument) unless draft_tokens is an int64 tensor [k] of ids in
-    0 .. V - 1, q is [k, V] and p is [k + 1, V].
+    0 .. V - 1, q is [k, V] and p is [k + 1, V]; checked with k = 0 too.
     """
     # TODO(level 1): walk the draft tokens, accept or reject each, then add the last token
     raise NotImplementedError("level 1: accept_reject is not implemented yet")
@@ -104,10 +106,10 @@ def speculative_decode(
     prompt_ids [1, T] int64 -> (ids [1, T + max_new_tokens] int64, SpecStats).
     temperature 0: greedy. The draft proposes its argmax, the target accepts a proposal when it
     is its own argmax and otherwise puts its argmax there: the output is exactly the target's
-    greedy decoding. temperature > 0: both models' distributions are softmax(logits /
-    temperature) (the draft samples its proposals from q, with `generator`), and each round ends
-    with accept_reject(p, q, proposals, generator): the output is distributed exactly as the
-    target's own sampling.
+    greedy decoding. temperature > 0 (any, however small: only 0 is greedy): both models'
+    distributions are softmax(logits / temperature) (the draft samples its proposals from q,
+    with `generator`), and each round ends with accept_reject(p, q, proposals, generator): the
+    output is distributed exactly as the target's own sampling.
 
     Each round, with n tokens committed and N - (n - T) still to make:
       - k_round = min(k, T + N - n - 1) (no proposal that could never be kept);
@@ -126,7 +128,8 @@ def speculative_decode(
     ValueError (naming the argument) for prompt_ids that is not int64 [1, T] with T >= 1 or holds
     an id outside 0 .. vocab_size - 1, max_new_tokens or k that is not an int >= 1,
     T + max_new_tokens beyond either model's config.max_seq_len, temperature < 0, and a draft
-    whose config.vocab_size differs from the target's.
+    whose config.vocab_size differs from the target's; checked on every path (max_new_tokens = 1,
+    whose one round proposes nothing, too).
     """
     # TODO(level 2): the greedy rounds with two caches and their rollback
     # TODO(level 3): temperature > 0 with accept_reject and the generator
@@ -144,9 +147,10 @@ def lookup_draft(ids: torch.Tensor, k: int, max_ngram: int = 3) -> torch.Tensor:
     earlier occurrences of the last n tokens, ids[L-n:], that end before the last token (start
     s with s + n <= L - 1). At the first n with any, take the most recent one (the largest s)
     and return ids[s + n : s + n + k] (fewer than k when the context ends first). None for any
-    n (or L <= 1, an empty ids included): return an empty tensor. Any length L, any ids >= 0.
+    n (or L <= 1, an empty ids included): return an empty tensor. Any length L (the whole
+    context is searched), any int64 ids >= 0 up to 2**63 - 1, compared exactly (not as floats).
     ValueError (naming the argument) unless ids is int64 [L] with no negative id, and k and
-    max_ngram are ints >= 1.
+    max_ngram are ints >= 1; checked whatever L (one token or none too).
     """
     # TODO(level 4): compare the tail with every earlier window (Tensor.unfold helps)
     raise NotImplementedError("level 4: lookup_draft is not implemented yet")
@@ -163,7 +167,8 @@ def prompt_lookup_decode(
     0; one target call on the committed tokens it has not read followed by the proposal; keep
     the leading proposals that equal the target's argmax, then the target's argmax; crop the
     cache to n - 1 as in speculative_decode. Stats: draft_calls 0, proposed sums m.
-    ValueError (naming the argument) as for speculative_decode, and for max_ngram < 1.
+    ValueError (naming the argument) as for speculative_decode, and for max_ngram not an int
+    >= 1; checked on every path (max_new_tokens = 1, which never looks anything up, too).
     """
     # TODO(level 4): speculative_decode's greedy rounds, with lookup_draft as the draft
     raise NotImplementedError("level 4: prompt_lookup_decode is not implemented yet")

@@ -229,6 +229,71 @@ def test_accept_reject_without_a_generator_uses_the_global_one(impl):
     )
 
 
+def tiny_row(V: int, seed: int, tiny: float, at: int, zero: int) -> torch.Tensor:
+    """A distribution over V tokens with `tiny` at token `at`, 0 at token `zero` (unless it is
+    `at`), and the rest spread over the other tokens."""
+    row = probabilities((V,), seed)
+    row[at] = row[zero] = 0.0
+    row = row / row.sum() * (1 - tiny)
+    row[at] = tiny
+    return row
+
+
+EXPONENTS = st.one_of(st.sampled_from([-300, -200, -100, -30, -12]), st.integers(-300, -7))
+
+
+@given(
+    k=st.integers(1, 5),
+    V=st.integers(3, 9),
+    exponents=st.lists(EXPONENTS, min_size=6, max_size=6),
+    ratios=st.lists(st.sampled_from([1.0, 1.5, 10.0, 1e6]), min_size=5, max_size=5),
+    reject=st.integers(0, 5),
+    seed=seeds(),
+)
+def test_a_tiny_draft_probability_is_judged_by_the_ratio_alone(
+    impl, k, V, exponents, ratios, reject, seed
+):
+    # Every draft token has a tiny q (down to 1e-300). Before row `reject`, p gives it `ratio`
+    # times as much: min(1, p/q) = 1, accepted whatever the uniform. Row `reject` gives it p = 0:
+    # rejected whatever the uniform, and the residual is all on one token z, by a mass as tiny.
+    gen = torch.Generator().manual_seed(seed)
+    draft = torch.randint(0, V, (k,), generator=gen)
+    q = probabilities((k, V), seed)  # rows after the rejection: never looked at
+    p = probabilities((k + 1, V), seed + 1)
+    want = []
+    for i in range(min(reject, k)):
+        x, tiny = int(draft[i]), 10.0 ** exponents[i]
+        q[i] = tiny_row(V, seed + i, tiny, x, x)
+        p[i] = tiny_row(V, seed + 100 + i, ratios[i] * tiny, x, x)
+        want.append(x)
+    if reject < k:
+        x, tiny = int(draft[reject]), 10.0 ** exponents[reject]
+        z = (x + 1 + seed % (V - 1)) % V  # the one token where p > q
+        q[reject] = tiny_row(V, seed + reject, tiny, x, z)
+        p[reject] = q[reject].clone()
+        p[reject, x], p[reject, z] = 0.0, tiny
+        want.append(z)
+    else:
+        want.append(seed % V)
+        p[k] = torch.nn.functional.one_hot(torch.tensor(want[-1]), V).double()
+    note(f"draft = {draft.tolist()}\np = {p}\nq = {q}")
+    got = impl.accept_reject(p, q, draft, gen)
+    rows = [f"{float(q[i, int(draft[i])]):.0e}" for i in range(min(reject + 1, k))]
+    assert got.tolist() == want, (
+        f"draft {draft.tolist()} with q at the draft tokens {rows} (tiny, but not zero): the "
+        f"first {min(reject, k)} have p/q >= 1, so min(1, p/q) = 1 and they are always "
+        + (
+            f"accepted; token {reject} has p = 0, so it is always rejected, and its residual "
+            f"max(0, p - q) is all on token {want[-1]} (a mass as tiny). "
+            if reject < k
+            else f"accepted; the bonus comes from p[{k}] = one-hot({want[-1]}). "
+        )
+        + f"Expected {want}, got {got.tolist()}. Usually: an epsilon in the ratio "
+        "(p / (q + eps)) that swamps a tiny q, or a residual mass below some threshold treated "
+        "as none"
+    )
+
+
 # ----------------------------------------------------------------------------------------------
 # accept_reject: the distribution, counted
 
@@ -280,6 +345,27 @@ def test_accept_reject_output_has_the_exact_distribution(impl, name):
         f"distribution: {verdict}.\np = {p.tolist()}\nq = {q.tolist()}\nUsually: after a "
         "rejection the token must come from max(0, p - q) normalised, not from p; acceptance is "
         "random with probability min(1, p/q), not p >= q"
+    )
+
+
+def test_without_a_generator_the_output_has_the_exact_distribution(impl):
+    # generator=None: every random number from torch's global generator, so the outputs of
+    # calls made one after another, after one torch.manual_seed, follow the exact distribution.
+    p, q = (torch.tensor(x, dtype=torch.float64) for x in HAND_BUILT["k2-V3"])
+    draft_gen = torch.Generator().manual_seed(3)
+    with torch.random.fork_rng():
+        torch.manual_seed(2025)
+        samples = [
+            tuple(impl.accept_reject(p, q, sample_rows(q, draft_gen)).tolist()) for _ in range(1000)
+        ]
+    passed, verdict = g_test(samples, outcome_distribution(p, q))
+    assert passed, (
+        f"over 1000 calls without a generator (after one torch.manual_seed), the outputs do "
+        f"not follow the exact distribution: {verdict}.\np = {p.tolist()}\nq = {q.tolist()}\n"
+        "With generator=None every random number (the uniforms, the residual and bonus "
+        "samples) comes from torch's global generator, which moves on after each draw. "
+        "Usually: a generator of the call's own, made with a fixed seed (or the global seed) "
+        "for some of the draws, so that every call repeats them"
     )
 
 
@@ -354,3 +440,40 @@ NAMES = {
 @pytest.mark.parametrize("bad", BAD_CALLS, ids=str)
 def test_accept_bad_input_raises_value_error(impl, bad):
     assert_value_error(bad, impl, match=NAMES[bad.why])
+
+
+# The same errors with k = 0 (nothing proposed, so nothing to accept or reject): the arguments
+# are still checked.
+P1 = torch.full((1, 4), 0.25, dtype=torch.float64)
+Q0 = torch.zeros(0, 4, dtype=torch.float64)
+NO_TOKENS = torch.zeros(0, dtype=torch.long)
+
+NO_DRAFT_CALLS = [
+    BadCall("accept_reject(p [1, 4], q [0, 4], draft_tokens float [0])",
+            "draft_tokens not int64, k = 0",
+            lambda impl: impl.accept_reject(P1, Q0, torch.zeros(0)), names="draft_tokens"),
+    BadCall("accept_reject(p [1, 4], q [0, 4], draft_tokens int32 [0])",
+            "draft_tokens int32, k = 0",
+            lambda impl: impl.accept_reject(P1, Q0, NO_TOKENS.int()), names="draft_tokens"),
+    BadCall("accept_reject(p [1, 4], q [0, 4], draft_tokens [0, 1])",
+            "draft_tokens not 1-D, k = 0",
+            lambda impl: impl.accept_reject(P1, Q0, torch.zeros(0, 1, dtype=torch.long)),
+            names="draft_tokens"),
+    BadCall("accept_reject(p [1, 4], q [1, 4], draft_tokens [0])", "q with a row, k = 0",
+            lambda impl: impl.accept_reject(P1, P1, NO_TOKENS), names="q"),
+    BadCall("accept_reject(p [1, 4], q [4], draft_tokens [0])", "q 1-D, k = 0",
+            lambda impl: impl.accept_reject(P1, P1[0], NO_TOKENS), names="q"),
+    BadCall("accept_reject(p [2, 4], q [0, 4], draft_tokens [0])", "p with 2 rows, k = 0",
+            lambda impl: impl.accept_reject(P3[:2], Q0, NO_TOKENS), names="p"),
+    BadCall("accept_reject(p [1, 5], q [0, 4], draft_tokens [0])",
+            "p and q over different vocabularies, k = 0",
+            lambda impl: impl.accept_reject(torch.full((1, 5), 0.2), Q0, NO_TOKENS),
+            names="p|q"),
+    BadCall("accept_reject(p [4], q [0, 4], draft_tokens [0])", "p 1-D, k = 0",
+            lambda impl: impl.accept_reject(P1[0], Q0, NO_TOKENS), names="p"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("bad", NO_DRAFT_CALLS, ids=str)
+def test_accept_bad_input_with_no_draft_tokens_raises_value_error(impl, bad):
+    assert_value_error(bad, impl)

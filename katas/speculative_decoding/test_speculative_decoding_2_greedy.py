@@ -200,6 +200,45 @@ def test_model_calls_follow_the_schedule(impl, T, N, k, every, prompt_seed):
     )
 
 
+@given(
+    T=lengths(9),
+    N=NEW_TOKENS,
+    k=KS,
+    room=st.sampled_from([0, 1, 4096, 2**16]),
+    decode=st.sampled_from(["speculative_decode", "prompt_lookup_decode"]),
+    seed=seeds(),
+)
+def test_caches_hold_room_for_this_decoding_only(impl, T, N, k, room, decode, seed):
+    # Models whose config.max_seq_len leaves `room` tokens past T + N (up to 65,536), each
+    # weighing the cache it is handed at every call: one layer, one kv head, head_dim 2, so a
+    # cache of S tokens holds keys and values of 2 x 2 x S elements.
+    script = torch.randint(0, V, (T + N,), generator=torch.Generator().manual_seed(seed)).tolist()
+    limit = T + N + room
+    target = ScriptedModel(script, V, max_seq_len=limit, weigh_cache=True)
+    draft = ScriptedModel(
+        script, V, wrong=lambda index: index % 3 == 0, dtype=torch.float32, max_seq_len=limit,
+        weigh_cache=True,
+    )  # fmt: skip
+    prompt = torch.tensor([script[:T]])
+    if decode == "speculative_decode":
+        out, _ = impl.speculative_decode(target, draft, prompt, N, k=k)
+        models = {"target": target, "draft": draft}
+    else:
+        out, _ = impl.prompt_lookup_decode(target, prompt, N, k=k)
+        models = {"target": target}
+    assert out[0].tolist() == script, "the output must be the scripted target's greedy decoding"
+    for name, model in models.items():  # (the draft is never called when N = 1)
+        per_token = 2 * 2 * model.weight.dtype.itemsize  # keys and values, head_dim 2
+        want, held = per_token * (T + N), max(model.cache_bytes, default=0)
+        assert held <= want, (
+            f"{decode} with T = {T}, max_new_tokens = {N}: the {name}'s cache holds {held} "
+            f"bytes, room for {held / per_token:g} tokens ({model.weight.dtype}, "
+            f"{per_token} bytes a token); it needs room for T + max_new_tokens = {T + N} "
+            f"tokens, {want} bytes, whatever the model's config.max_seq_len (here {limit}). "
+            "Usually: the cache made with max_seq_len=model.config.max_seq_len"
+        )
+
+
 COST_CASES = [  # (T, N, k, every): rejections at every `every`-th index
     (7, 30, 4, 3),
     (13, 23, 3, 5),
@@ -255,6 +294,10 @@ def test_tokens_per_target_call_match_the_formula(impl, figures, alpha, k):
 
 # ----------------------------------------------------------------------------------------------
 # bad input
+
+
+def zeros(*shape: int) -> torch.Tensor:
+    return torch.zeros(*shape, dtype=torch.long)
 
 
 def bad_input_models():
@@ -354,6 +397,41 @@ NAMES = {
 @pytest.mark.parametrize("bad", BAD_CALLS, ids=str)
 def test_greedy_bad_input_raises_value_error(impl, bad):
     assert_value_error(bad, impl, *bad_input_models(), match=NAMES[bad.why])
+
+
+# The same errors when the decoding is a single round that proposes nothing (max_new_tokens = 1,
+# so k_round is 0 and the draft is never called), or the prompt is one token: a bad argument is
+# bad input whether or not this call would have used it.
+EDGE_CALLS = [
+    BadCall("speculative_decode(target, draft, prompt [1, 5], 1, k=0)", "k of 0, one new token",
+            lambda impl, t, d: impl.speculative_decode(t, d, zeros(1, 5), 1, k=0), names="k"),
+    BadCall("speculative_decode(target, draft, prompt [1, 5], 1, k=2.0)",
+            "a float k, one new token",
+            lambda impl, t, d: impl.speculative_decode(t, d, zeros(1, 5), 1, k=2.0), names="k"),
+    BadCall("speculative_decode(target, draft, prompt [1, 5], 1, k=True)",
+            "a bool k, one new token",
+            lambda impl, t, d: impl.speculative_decode(t, d, zeros(1, 5), 1, k=True), names="k"),
+    BadCall("speculative_decode(target, draft with vocab_size 32, prompt [1, 5], 1)",
+            "mismatched vocabularies, one new token",
+            lambda impl, t, d: impl.speculative_decode(
+                t, tiny_model(5, vocab_size=32), zeros(1, 5), 1),
+            names="vocab_size"),
+    BadCall("speculative_decode(target, draft, prompt [[7]], 3, k=0)", "k of 0, one-token prompt",
+            lambda impl, t, d: impl.speculative_decode(t, d, torch.tensor([[7]]), 3, k=0),
+            names="k"),
+    BadCall("speculative_decode(target, draft, prompt [[-1]], 1)", "a lone negative prompt id",
+            lambda impl, t, d: impl.speculative_decode(t, d, torch.tensor([[-1]]), 1),
+            names="prompt_ids"),
+    BadCall("speculative_decode(target, draft, prompt [[64]], 1) with vocab_size 64",
+            "a lone prompt id past the vocabulary",
+            lambda impl, t, d: impl.speculative_decode(t, d, torch.tensor([[64]]), 1),
+            names="prompt_ids"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("bad", EDGE_CALLS, ids=str)
+def test_greedy_bad_input_on_edge_paths_raises_value_error(impl, bad):
+    assert_value_error(bad, impl, *bad_input_models())
 
 
 def test_draft_past_its_own_max_seq_len_raises_value_error(impl):

@@ -99,6 +99,98 @@ def test_lookup_draft_on_long_contexts_of_any_token_ids(
     )
 
 
+def distinct_ids(count: int, high: int, gen: torch.Generator) -> list[int]:
+    """`count` different token ids drawn from 0 .. high - 1."""
+    ids: list[int] = []
+    while len(ids) < count:
+        fresh = torch.randint(0, high, (2 * count,), generator=gen).tolist()
+        ids = list(dict.fromkeys(ids + fresh))[:count]
+    return ids
+
+
+# How far back the tail's only earlier occurrence lies: often more than a window of 32, 128 or
+# 256 recent tokens would hold.
+FAR = st.one_of(
+    st.sampled_from([31, 32, 127, 128, 129, 255, 256, 257, 1000, 2047]), st.integers(0, 2100)
+)
+
+
+@given(
+    n=st.integers(1, 4),
+    longer=st.integers(0, 2),
+    repeats=st.integers(1, 3),
+    follow=st.integers(1, 6),
+    lead=st.integers(0, 40),
+    gap=FAR,
+    decoy=st.booleans(),
+    high=st.sampled_from([2**12, 2**18, 2**40, 2**63 - 1]),
+    k=st.integers(1, 8),
+    seed=seeds(),
+)
+@example(n=3, longer=0, repeats=1, follow=4, lead=0, gap=200, decoy=True, high=2**12, k=4, seed=0)
+def test_lookup_draft_finds_a_match_however_far_back(
+    impl, n, longer, repeats, follow, lead, gap, decoy, high, k, seed
+):
+    # ids = lead, then `repeats` times (the n-gram X, `follow` tokens, a few others), `gap`
+    # other tokens, maybe a decoy (a shorter tail of X and one more token), and X again at the
+    # end: every token outside X is seen once, so X's last occurrence before the end (up to
+    # 2,100 tokens back) is the longest, most recent match, and it beats the decoy.
+    gen = torch.Generator().manual_seed(seed)
+    spacers = [int(torch.randint(0, 5, (), generator=gen)) for _ in range(repeats - 1)]
+    j = int(torch.randint(1, n, (), generator=gen)) if decoy and n > 1 else 0
+    fresh = iter(distinct_ids(n + lead + repeats * follow + sum(spacers) + gap + 1, high, gen))
+    X = [next(fresh) for _ in range(n)]
+    ids = [next(fresh) for _ in range(lead)]
+    for r in range(repeats):
+        start = len(ids)  # where X's most recent earlier occurrence begins
+        ids += X + [next(fresh) for _ in range(follow)]
+        ids += [next(fresh) for _ in range(spacers[r] if r < repeats - 1 else gap)]
+    if j:
+        ids += X[-j:] + [next(fresh)]
+    ids += X
+    max_ngram = n + longer
+    want = lookup_oracle(ids, k, max_ngram)
+    got = impl.lookup_draft(torch.tensor(ids, dtype=torch.long), k, max_ngram)
+    assert got.tolist() == want, (
+        f"lookup_draft(ids of {len(ids)} tokens, k={k}, max_ngram={max_ngram}) should be {want}: "
+        f"the context's last {n} tokens {X} occur earlier last at index {start}, "
+        f"{len(ids) - start} tokens from the end"
+        + (f", and its last {j} once more recently" if j else "")
+        + f"; got {got.tolist()}. The whole context is searched, however long, and the longest "
+        "tail that occurs wins over a shorter, more recent one. Usually: only a window of the "
+        "most recent tokens searched"
+    )
+
+
+# Bases where float32 (from 2**24) or float64 (from 2**53) holds only every other integer, or
+# fewer: ids base + 0 .. base + 3 that differ can round to one float.
+BASES = st.one_of(
+    st.sampled_from([2**24, 2**24 + 1, 2**31 - 2, 2**53, 2**53 + 1, 2**62, 2**63 - 4]),
+    st.integers(2**24, 2**63 - 4),
+)
+
+
+@given(
+    base=BASES,
+    offsets=st.lists(st.integers(0, 3), min_size=1, max_size=60),
+    k=st.integers(1, 6),
+    max_ngram=st.integers(1, 4),
+)
+@example(base=2**24, offsets=[0, 1, 2, 0, 1], k=2, max_ngram=2)
+def test_lookup_draft_tells_apart_ids_that_round_to_one_float(impl, base, offsets, k, max_ngram):
+    # ids any int64 >= 0: four neighbouring large ids, so near-misses (n-grams that differ in the
+    # lowest bits of one id) are everywhere.
+    ids = [base + offset for offset in offsets]
+    want = lookup_oracle(ids, k, max_ngram)
+    got = impl.lookup_draft(torch.tensor(ids, dtype=torch.long), k, max_ngram)
+    assert got.tolist() == want, (
+        f"lookup_draft({ids}, k={k}, max_ngram={max_ngram}) should be {want}, got "
+        f"{got.tolist()}. Token ids are int64 and compared exactly: converted to float32 (or "
+        "float64 past 2**53), ids that differ by a few round to the same float and n-grams "
+        'that differ "match"'
+    )
+
+
 def repetitive_prompt(T: int, period: int, seed: int) -> torch.Tensor:
     """A prompt that repeats a random pattern: where prompt lookup shines."""
     gen = torch.Generator().manual_seed(seed)
@@ -257,3 +349,52 @@ NAMES = {
 @pytest.mark.parametrize("bad", BAD_CALLS, ids=str)
 def test_lookup_bad_input_raises_value_error(impl, bad):
     assert_value_error(bad, impl, tiny_model(0, **TARGET), match=NAMES[bad.why])
+
+
+# The same errors on the paths where nothing gets looked up: a context of one token or none
+# (nothing to search), and a decoding of one token (k_round is 0, so no lookup at all). A bad
+# argument is bad input whether or not this call would have used it.
+EDGE_CALLS = [
+    BadCall("lookup_draft(ids [5], 2, max_ngram=0)", "max_ngram of 0, one-token ids",
+            lambda impl, t: impl.lookup_draft(torch.tensor([5]), 2, 0), names="max_ngram"),
+    BadCall("lookup_draft(ids [], 2, max_ngram=0)", "max_ngram of 0, empty ids",
+            lambda impl, t: impl.lookup_draft(zeros(0), 2, 0), names="max_ngram"),
+    BadCall("lookup_draft(ids [5], 2, max_ngram=2.0)", "a float max_ngram, one-token ids",
+            lambda impl, t: impl.lookup_draft(torch.tensor([5]), 2, 2.0), names="max_ngram"),
+    BadCall("lookup_draft(ids [5], 0)", "k of 0, one-token ids",
+            lambda impl, t: impl.lookup_draft(torch.tensor([5]), 0), names="k"),
+    BadCall("lookup_draft(ids [], True)", "a bool k, empty ids",
+            lambda impl, t: impl.lookup_draft(zeros(0), True), names="k"),
+    BadCall("lookup_draft(ids [-1], 2)", "a lone negative id",
+            lambda impl, t: impl.lookup_draft(torch.tensor([-1]), 2), names="ids"),
+    BadCall("lookup_draft(ids [-2**63], 2)", "the most negative id",
+            lambda impl, t: impl.lookup_draft(torch.tensor([-(2**63)]), 2), names="ids"),
+    BadCall("lookup_draft(ids [7, -3], 2)", "a negative id in a context with no repeat",
+            lambda impl, t: impl.lookup_draft(torch.tensor([7, -3]), 2), names="ids"),
+    BadCall("lookup_draft(float ids [], 2)", "empty float ids",
+            lambda impl, t: impl.lookup_draft(torch.zeros(0), 2), names="ids"),
+    BadCall("prompt_lookup_decode(target, prompt [1, 4], 1, max_ngram=0)",
+            "max_ngram of 0, one new token",
+            lambda impl, t: impl.prompt_lookup_decode(t, zeros(1, 4), 1, max_ngram=0),
+            names="max_ngram"),
+    BadCall("prompt_lookup_decode(target, prompt [1, 4], 1, max_ngram=1.0)",
+            "a float max_ngram, one new token",
+            lambda impl, t: impl.prompt_lookup_decode(t, zeros(1, 4), 1, max_ngram=1.0),
+            names="max_ngram"),
+    BadCall("prompt_lookup_decode(target, prompt [1, 4], 1, k=2.0)", "a float k, one new token",
+            lambda impl, t: impl.prompt_lookup_decode(t, zeros(1, 4), 1, k=2.0), names="k"),
+    BadCall("prompt_lookup_decode(target, prompt [1, 4], 1, k=0)", "k of 0, one new token",
+            lambda impl, t: impl.prompt_lookup_decode(t, zeros(1, 4), 1, k=0), names="k"),
+    BadCall("prompt_lookup_decode(target, prompt [[5]], 3, max_ngram=0)",
+            "max_ngram of 0, one-token prompt",
+            lambda impl, t: impl.prompt_lookup_decode(t, torch.tensor([[5]]), 3, max_ngram=0),
+            names="max_ngram"),
+    BadCall("prompt_lookup_decode(target, prompt [[-1]], 1)", "a lone negative prompt id",
+            lambda impl, t: impl.prompt_lookup_decode(t, torch.tensor([[-1]]), 1),
+            names="prompt_ids"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("bad", EDGE_CALLS, ids=str)
+def test_lookup_bad_input_on_edge_paths_raises_value_error(impl, bad):
+    assert_value_error(bad, impl, tiny_model(0, **TARGET))
