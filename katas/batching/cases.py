@@ -27,17 +27,36 @@ MAX_SEQ_LEN = 40  # the test model's context: prompts from 1 token to all of it 
 VOCAB = 64
 
 
-@functools.lru_cache(maxsize=4)
-def shared_model(dtype: torch.dtype = torch.float64):
-    """The shared tiny model with a short context, built once per dtype."""
-    return make_model(0, dtype, max_seq_len=MAX_SEQ_LEN)
+@functools.lru_cache(maxsize=8)
+def shared_model(dtype: torch.dtype = torch.float64, vocab_size: int = VOCAB):
+    """The shared tiny model with a short context, built once per dtype and vocabulary size."""
+    return make_model(0, dtype, max_seq_len=MAX_SEQ_LEN, vocab_size=vocab_size)
+
+
+TWIN_GAP = 2**-30  # relative: far below float32's resolution (2**-24), far above float64's
+
+
+@functools.lru_cache(maxsize=1)
+def near_tie_model():
+    """A float64 model of 2 * VOCAB tokens whose logits come in near-tied pairs: token VOCAB + i
+    is token i's twin, its output row larger by a factor 1 + TWIN_GAP. Its logit is then larger
+    by about 1e-9 of it, which float64 resolves and float32 rounds away: the greedy token is
+    always a twin (VOCAB..2 * VOCAB - 1), while an argmax in float32 sees a tie and takes the
+    first of the pair."""
+    model = make_model(0, torch.float64, max_seq_len=MAX_SEQ_LEN, vocab_size=2 * VOCAB)
+    with torch.no_grad():
+        head = model.lm_head.weight
+        head[VOCAB:] = head[:VOCAB] * (1 + TWIN_GAP)
+    return model
 
 
 @functools.lru_cache(maxsize=4096)
-def solo(prompt: tuple[int, ...], max_new_tokens: int) -> tuple[int, ...]:
-    """The oracle: greedy decoding of one prompt alone in float64, re-feeding the whole sequence."""
+def solo(prompt: tuple[int, ...], max_new_tokens: int, model=None) -> tuple[int, ...]:
+    """The oracle: greedy decoding of one prompt alone (float64 unless `model` says otherwise),
+    re-feeding the whole sequence."""
     ids = torch.tensor([prompt])
-    out = greedy_generate_no_cache(shared_model(torch.float64), ids, max_new_tokens)
+    model = shared_model(torch.float64) if model is None else model
+    out = greedy_generate_no_cache(model, ids, max_new_tokens)
     return tuple(out[0, len(prompt) :].tolist())
 
 
@@ -60,14 +79,16 @@ def workloads(
     max_arrival: int = 12,
     max_prompt: int = MAX_SEQ_LEN,
     min_requests: int = 1,
+    vocab_size: int = VOCAB,
 ):
     """Requests with unique ids (not in arrival order), unique first prompt tokens, prompt
     lengths from 1 to `max_prompt` (the model's maximum), max_new_tokens from 1, arrivals
-    bunched or spread."""
+    bunched or spread, tokens drawn from the whole vocabulary of `vocab_size`."""
     n = draw(st.integers(min_requests, max_requests), label="requests")
     ids = draw(st.lists(st.integers(0, 999), min_size=n, max_size=n, unique=True), label="ids")
-    base = draw(st.integers(0, VOCAB - 1), label="first token")
-    firsts = [(base + 5 * i) % VOCAB for i in range(n)]  # all different: 5 and 64 are coprime
+    base = draw(st.integers(0, vocab_size - 1), label="first token")
+    firsts = [(base + 5 * i) % vocab_size for i in range(n)]
+    assert len(set(firsts)) == n, "5 and the vocabulary size must be coprime, or 5 * n below it"
     spread = draw(st.sampled_from([0, 3, max_arrival]), label="arrival spread")
     gen = torch.Generator().manual_seed(draw(seeds(), label="prompt seed"))
     specs = []
@@ -75,7 +96,7 @@ def workloads(
         P = draw(lengths(max_prompt), label=f"prompt length {i}")
         max_new_tokens = draw(st.integers(1, min(max_new, MAX_SEQ_LEN - P + 1)), label="new")
         arrival = draw(st.integers(0, spread), label=f"arrival {i}")
-        prompt = [firsts[i]] + torch.randint(0, VOCAB, (P - 1,), generator=gen).tolist()
+        prompt = [firsts[i]] + torch.randint(0, vocab_size, (P - 1,), generator=gen).tolist()
         specs.append(WorkloadRequest(ids[i], prompt, max_new_tokens, arrival))
     order = draw(st.permutations(range(n)), label="order in the list")
     return [specs[i] for i in order]  # not in arrival order
@@ -90,8 +111,9 @@ def serve(strategy, model, *args, **kwargs):
     return out, list(model.batch_log)
 
 
-def check_completions(completions, specs: list[WorkloadRequest]) -> None:
-    """One Completion per request, in the order of `requests`, each with its solo tokens."""
+def check_completions(completions, specs: list[WorkloadRequest], model=None) -> None:
+    """One Completion per request, in the order of `requests`, each with its solo tokens (on
+    `model`, the float64 shared model unless given)."""
     assert isinstance(completions, list) and len(completions) == len(specs), (
         f"expected a list of {len(specs)} Completions (one per request), got {completions!r:.200}"
     )
@@ -100,7 +122,7 @@ def check_completions(completions, specs: list[WorkloadRequest]) -> None:
             f"Completions must come back in the order of `requests`: expected id {spec.id}, "
             f"got {got.id}"
         )
-        want = list(solo(tuple(spec.prompt), spec.max_new_tokens))
+        want = list(solo(tuple(spec.prompt), spec.max_new_tokens, model))
         assert list(got.tokens) == want, (
             f"request {spec.id} (prompt of {len(spec.prompt)} tokens, max_new_tokens "
             f"{spec.max_new_tokens}): tokens differ from decoding it alone\n expected {want}\n"
@@ -117,6 +139,8 @@ REQUEST_ERROR_NAMES = {
     "token outside the vocabulary": "prompt|vocab_size",
     "a bool token": "prompt",
     "a float token": "prompt",
+    "a tensor token": "prompt",
+    "a tensor prompt": "prompt",
     "max_new_tokens below 1": "max_new_tokens",
     "negative arrival": "arrival",
     "longer than the model allows": "max_seq_len",
@@ -139,6 +163,10 @@ def request_errors(call: str, run):
                 with_requests((1, [3, -1], 2, 0))),
         BadCall(f"{call} with token True", "a bool token", with_requests((1, [3, True], 2, 0))),
         BadCall(f"{call} with token 3.0", "a float token", with_requests((1, [3.0, 4], 2, 0))),
+        BadCall(f"{call} with token torch.tensor(4)", "a tensor token",
+                with_requests((1, [3, torch.tensor(4)], 2, 0))),
+        BadCall(f"{call} with prompt torch.tensor([3, 4])", "a tensor prompt",
+                with_requests((1, torch.tensor([3, 4]), 2, 0))),
         BadCall(f"{call} with max_new_tokens=0", "max_new_tokens below 1",
                 with_requests((1, ok, 0, 0))),
         BadCall(f"{call} with arrival=-1", "negative arrival", with_requests((1, ok, 2, -1))),
@@ -215,10 +243,11 @@ class Trace:
         return any(s.request == r for s in self.segments[:seg])
 
 
-def read_trace(log, specs: list[WorkloadRequest]) -> Trace:
-    """Who was served in each call, checking that every row fed the right tokens."""
+def read_trace(log, specs: list[WorkloadRequest], model=None) -> Trace:
+    """Who was served in each call, checking that every row fed the right tokens (those of
+    decoding on `model`, the float64 shared model unless given)."""
     by_first = {s.prompt[0]: r for r, s in enumerate(specs)}
-    full = [list(s.prompt) + list(solo(tuple(s.prompt), s.max_new_tokens)) for s in specs]
+    full = [list(s.prompt) + list(solo(tuple(s.prompt), s.max_new_tokens, model)) for s in specs]
     open_segment: dict[int, int] = {}  # cache id -> segment
     trace = Trace(specs, [], [], [{} for _ in specs], [])
     for c, call in enumerate(log):
@@ -607,11 +636,16 @@ def check_preemption(trace: Trace, steps: list[int], limits: Limits) -> None:
         if not decoding or (victim.first_call, trace.key(r)) != oldest_victim:
             continue  # only the last victim taken had to be; a prefill's next chunk is unknown
         held = limits.blocks(length)
-        needed = limits.used(trace, c) + limits.blocks(length + 1)
+        # The requests that ran on from an earlier step, at their sizes after this call: a request
+        # joining in this step (the victim's own rejoin too) took its blocks after the preemption.
+        kept = [s for s in trace.live(c) if trace.segments[s].first_call < c]
+        needed = sum(limits.blocks(trace.length_at(s, c)) for s in kept) + limits.blocks(length + 1)
         assert needed > limits.kv_blocks, (
             f"step {steps[c]}: request {specs[r].id} was preempted, yet it could have kept its "
-            f"{held} blocks and decoded: {needed} blocks of {limits.kv_blocks} would be in use. "
-            "Preempt only when a step's tokens need a block and none is free"
+            f"{held} blocks and decoded: with the {len(kept)} request(s) that ran on, "
+            f"{needed} blocks of {limits.kv_blocks} would be in use, which fits. Preempt only "
+            "when a step's tokens need a block and none is free: needing exactly the free "
+            "blocks is fitting"
         )
 
 
@@ -663,3 +697,53 @@ def ideal_flops(config, specs: list[WorkloadRequest], recompute: list[int] = ())
         P = len(s.prompt)
         total += prefill(P) + sum(decode(P + i) for i in range(1, s.max_new_tokens))
     return total
+
+
+# ----------------------------------------------------------------------------------------------
+# What every strategy must serve: the whole schedule checked, strategy by strategy
+
+EVERY_STRATEGY = ("static_batching", "dynamic_batching", "continuous_batching")
+MAX_WAIT = 2  # dynamic batching's, where every strategy serves one workload
+
+
+def check_schedule(strategy: str, out, log, specs, model, batch_size: int) -> None:
+    """A strategy's tokens (decoding alone on `model`) and its schedule, as its rules define."""
+    check_completions(out, specs, model)
+    trace = read_trace(log, specs, model)
+    if strategy == "static_batching":
+        rule = "static: groups of batch_size in arrival order, each starting when its last member "
+        rule += "has arrived and the previous group is done"
+        check_fixed_batches(trace, out, static_plan(specs, batch_size), rule)
+    elif strategy == "dynamic_batching":
+        rule = f"dynamic: a batch starts as soon as {batch_size} requests wait or the oldest has "
+        rule += f"waited {MAX_WAIT} steps"
+        check_fixed_batches(trace, out, dynamic_plan(specs, batch_size, MAX_WAIT), rule)
+    else:
+        steps, limits = continuous_steps(trace), Limits(batch_size)
+        check_no_work_after_done(trace, steps)
+        check_clock(trace, out, steps, "the clock skips steps only while nobody waits or runs")
+        check_limits(trace, steps, limits)
+        check_no_slot_left_empty(trace, steps, limits)
+        check_first_come_first_served(trace, steps)
+        check_preemption(trace, steps, limits)
+
+
+def serve_every_strategy(
+    impl, specs: list[WorkloadRequest], model, batch_size: int, why: str
+) -> None:
+    """Serve `specs` on `model` with each strategy written so far (static_batching first; a later
+    level not written yet is skipped), at `batch_size` (dynamic batching: max_wait = MAX_WAIT),
+    and check each one's tokens and schedule; a failure names the strategy and says `why` the
+    workload is drawn so."""
+    for strategy in EVERY_STRATEGY:
+        args = (batch_size, MAX_WAIT) if strategy == "dynamic_batching" else (batch_size,)
+        try:
+            out, log = serve(getattr(impl, strategy), model, as_requests(impl, specs), *args)
+        except NotImplementedError:
+            if strategy == "static_batching":
+                raise
+            continue  # a later level, not written yet
+        try:
+            check_schedule(strategy, out, log, specs, model, batch_size)
+        except AssertionError as exc:
+            raise AssertionError(f"{strategy}: {exc}\nThis workload: {why}") from None

@@ -12,19 +12,22 @@ ragged batch (see grading/model.py):
         caches: B caches, one per row, e.g. grading.model.SequenceCache(model.config)
         logits: B tensors [T_b, vocab_size]; the next token of a row is logits[b][-1].argmax()
 
-Every strategy decodes greedily, and each request's tokens must equal decoding it alone. Run your
-decoding loops under torch.no_grad(); send only token ids between the model and Python (`.item()`
-or `.tolist()` of a few ids).
+Every strategy decodes greedily (the argmax of the last logits, in the logits' own dtype), and
+each request's tokens must equal decoding it alone. Token ids are any of 0..vocab_size - 1 and
+arrivals any int >= 0: keep both as Python ints (or int64). An empty list of requests gives [],
+with no model call. Run your decoding loops under torch.no_grad(); send only token ids between
+the model and Python (`.item()` or `.tolist()` of a few ids).
 
 Bad input raises ValueError naming the argument (every strategy):
 - an empty prompt, or prompt tokens that are not Python ints in 0..vocab_size - 1 (a bool, a
-  float or a tensor is refused);
+  float or a tensor is refused, and so is a prompt given as a tensor);
 - max_new_tokens < 1, or a negative arrival;
 - len(prompt) + max_new_tokens - 1 > model.config.max_seq_len (the last new token is never fed);
 - two requests with the same id;
 - batch_size, max_batch_size, max_tokens_per_step, kv_blocks or block_size < 1, max_wait < 0;
 - a request that cannot fit in kv_blocks even alone:
-  ceil((len(prompt) + max_new_tokens - 1) / block_size) > kv_blocks.
+  ceil((len(prompt) + max_new_tokens - 1) / block_size) > kv_blocks (a partly filled last
+  block counts whole).
 
 Every call is checked by the harness (README, "Rules every call follows"):
 - no argument tensor is changed in place;
@@ -120,7 +123,8 @@ def continuous_batching(
     running request (possibly that one): free its blocks and its cache, put it back in the
     waiting queue (still ordered by arrival), and when it rejoins, feed its prompt and the
     tokens it had generated again (recompute) before it continues; its tokens and first_token
-    are kept. A chunk is never shrunk to fit the free blocks: it preempts, or does not join.
+    are kept. Needing exactly the free blocks is a fit, never a reason to preempt. A chunk is
+    never shrunk to fit the free blocks: it preempts, or does not join.
     """
     # TODO(level 3): a waiting queue, a running list, one forward_batch call per step
     # TODO(level 4): the token budget (chunked prefill), the block pool and preemption

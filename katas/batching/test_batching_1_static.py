@@ -1,8 +1,11 @@
-"""Level 1: static batching, and the input every strategy refuses."""
+"""Level 1: static batching, what every strategy serves, and the input every strategy refuses."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
+import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -12,12 +15,15 @@ from katas.batching.cases import (
     LISTED_OUT_OF_ORDER,
     MAX_SEQ_LEN,
     REQUEST_ERROR_NAMES,
+    VOCAB,
     as_requests,
     check_completions,
     check_fixed_batches,
+    near_tie_model,
     read_trace,
     request_errors,
     serve,
+    serve_every_strategy,
     shared_model,
     static_plan,
     workloads,
@@ -57,6 +63,87 @@ def test_a_request_may_fill_the_whole_context(impl):
                 raise
             continue  # a later level, not written yet
         check_completions(out, specs)
+
+
+# ----------------------------------------------------------------------------------------------
+# What every strategy serves (each one written so far: a later level not written yet is skipped)
+
+
+def test_an_empty_list_of_requests_is_served_with_no_model_call(impl):
+    """No request is not an error: the answer is no Completion, and no step is run."""
+    runs = (
+        ("static_batching", (2,)),
+        ("dynamic_batching", (2, 0)),
+        ("continuous_batching", (2,)),
+        ("continuous_batching", (2, 3, 4, 4)),  # a budget and a block pool
+    )
+    for strategy, args in runs:
+        try:
+            out, log = serve(getattr(impl, strategy), shared_model(), [], *args)
+        except NotImplementedError:
+            if strategy == "static_batching":
+                raise
+            continue  # a later level, not written yet
+        except ValueError as exc:
+            raise AssertionError(
+                f"{strategy}(model, [], {', '.join(map(str, args))}) raised ValueError({exc}); "
+                "an empty list of requests is served: the result is [], no model call made"
+            ) from None
+        assert out == [], f"{strategy} with no requests should return [], got {out!r:.200}"
+        assert not log, (
+            f"{strategy} with no requests made {len(log)} model call(s): there is nothing to feed"
+        )
+
+
+@st.composite
+def large_vocabularies(draw):
+    """A model with a vocabulary past 256 tokens (and past 2**16), and a workload whose tokens
+    come from all of it."""
+    vocab_size = draw(st.sampled_from([257, 1021, 70_001]), label="vocab_size")
+    return vocab_size, draw(workloads(max_requests=4, max_new=5, vocab_size=vocab_size))
+
+
+@given(case=large_vocabularies(), batch_size=BATCH_SIZES)
+def test_every_strategy_serves_token_ids_of_a_large_vocabulary(impl, case, batch_size):
+    vocab_size, specs = case
+    serve_every_strategy(
+        impl, specs, shared_model(torch.float64, vocab_size), batch_size,
+        why=f"the model has {vocab_size} tokens, and every id in 0..{vocab_size - 1} must come "
+        "through unchanged: an id kept in uint8 (0..255), int16 or uint16 wraps around; keep "
+        "token ids as Python ints or int64 (LongTensor)",
+    )  # fmt: skip
+
+
+@given(specs=workloads(max_requests=4, max_new=5, vocab_size=2 * VOCAB), batch_size=BATCH_SIZES)
+def test_every_strategy_takes_the_argmax_in_the_logits_dtype(impl, specs, batch_size):
+    serve_every_strategy(
+        impl, specs, near_tie_model(), batch_size,
+        why=f"in this float64 model token {VOCAB} + i has a logit larger than token i's by about "
+        "1e-9 of it, a difference float64 holds and float32 rounds away: the greedy token is "
+        "the argmax of the logits in their own dtype, float64 here, never converted to float32",
+    )  # fmt: skip
+
+
+@st.composite
+def far_arrivals(draw):
+    """A workload some of whose requests arrive far into the clock: just below, at and past
+    2**15 steps (the end of int16) and past 2**16 (the end of uint16)."""
+    specs = draw(workloads(max_requests=4, max_new=5))
+    far = draw(st.sampled_from([2**15 - 1, 2**15, 2**15 + 5, 2**16 + 3]), label="far step")
+    others = len(specs) - 1
+    late = [True] + draw(st.lists(st.booleans(), min_size=others, max_size=others), label="late")
+    pairs = zip(specs, late, strict=True)
+    return [replace(s, arrival=s.arrival + far) if is_late else s for s, is_late in pairs]
+
+
+@given(specs=far_arrivals(), batch_size=BATCH_SIZES)
+def test_every_strategy_serves_arrivals_far_into_the_clock(impl, specs, batch_size):
+    serve_every_strategy(
+        impl, specs, shared_model(), batch_size,
+        why=f"requests arrive at steps up to {max(s.arrival for s in specs)}: an arrival or a "
+        "step kept in int16 (up to 32767) or uint16 (up to 65535) wraps around; keep them as "
+        "Python ints",
+    )  # fmt: skip
 
 
 STATIC_ERRORS = request_errors(

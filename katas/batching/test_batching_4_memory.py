@@ -12,6 +12,7 @@ from grading.errors import BadCall, assert_value_error
 from grading.model import make_model
 from grading.workload import WorkloadRequest, poisson_workload
 from katas.batching.cases import (
+    MAX_SEQ_LEN,
     Limits,
     as_requests,
     check_clock,
@@ -190,6 +191,79 @@ def test_chunked_prefill_bounds_the_longest_step(impl, figures):
         f"the longest step fed {longest[16]} new tokens with max_tokens_per_step=16 "
         f"({longest[None]} without a budget): prefill long prompts in chunks"
     )
+
+
+@st.composite
+def exact_pools(draw):
+    """A workload and a pool of exactly the blocks its largest max_batch_size requests need at
+    their longest, in blocks that mostly do not divide the lengths: every set of requests that
+    may run at once fits, so a correct scheduler never preempts; with one slot, the largest
+    request takes the pool's last free block."""
+    specs = draw(workloads(max_requests=4, max_new=10, max_arrival=3))
+    block_size = draw(st.sampled_from([2, 3, 5, 7, 16]), label="block_size")
+    slots = draw(st.sampled_from([1, 1, 2, 3]), label="max_batch_size")
+    needs = sorted(-(-(len(s.prompt) + s.max_new_tokens - 1) // block_size) for s in specs)
+    budget = draw(st.sampled_from([None, 1, 2, 3, 7]), label="max_tokens_per_step")
+    return specs, Limits(slots, budget, sum(needs[-slots:]), block_size)
+
+
+@given(case=exact_pools())
+@example(case=([WorkloadRequest(1, [3] * 9, 8, 0)], Limits(1, None, 4, 4)))
+def test_a_pool_that_fits_exactly_is_never_preempted(impl, case):
+    specs, limits = case
+    note(f"{limits}")
+    trace, steps = run_and_check_all(impl, specs, limits)
+    check_limits(trace, steps, limits)
+    check_no_slot_left_empty(trace, steps, limits)
+    check_preemption(trace, steps, limits)
+    rejoins = [seg for seg in range(len(trace.segments)) if trace.rejoined(seg)]
+    if rejoins:
+        segment = trace.segments[rejoins[0]]
+        spec = specs[segment.request]
+        raise AssertionError(
+            f"step {steps[segment.first_call]}: request {spec.id} rejoined after a preemption, "
+            f"but the pool of {limits.kv_blocks} blocks of {limits.block_size} tokens holds any "
+            f"{limits.max_batch_size} of these requests at their longest: no step ever lacks a "
+            "block. A step whose tokens need exactly the blocks that are free fits; preempt "
+            "only when they need more"
+        )
+
+
+@st.composite
+def pools_one_block_short(draw):
+    """A request and the blocks it needs at its longest, ceil((prompt + max_new_tokens - 1) /
+    block_size), with block sizes that mostly do not divide that length."""
+    block_size = draw(st.sampled_from([2, 3, 4, 5, 7, 16]), label="block_size")
+    P = draw(st.integers(1, MAX_SEQ_LEN), label="prompt length")
+    new = draw(st.integers(1, MAX_SEQ_LEN - P + 1), label="max_new_tokens")
+    need = -(-(P + new - 1) // block_size)
+    return WorkloadRequest(1, [3] + [7] * (P - 1), new, 0), block_size, need
+
+
+@given(case=pools_one_block_short())
+@example(case=(WorkloadRequest(1, [3] * 9, 9, 0), 4, 5))  # 17 tokens: 4 full blocks and 1 token
+def test_a_request_needs_its_last_partial_block_to_fit_alone(impl, case):
+    spec, block_size, need = case
+    tokens = len(spec.prompt) + spec.max_new_tokens - 1
+
+    def call(kv_blocks):
+        return lambda impl: impl.continuous_batching(
+            shared_model(), as_requests(impl, [spec]), 2, None, kv_blocks, block_size
+        )
+
+    if need > 1:
+        short = BadCall(
+            f"continuous_batching(model, [request of {tokens} tokens], 2, kv_blocks={need - 1}, "
+            f"block_size={block_size})",
+            f"a request needing ceil({tokens} / {block_size}) = {need} blocks alone",
+            call(need - 1),
+        )
+        assert_value_error(short, impl, match="kv_blocks")
+    out, _ = serve(
+        impl.continuous_batching, shared_model(), as_requests(impl, [spec]), 2, None, need,
+        block_size,
+    )  # fmt: skip
+    check_completions(out, [spec])
 
 
 def test_a_request_that_just_fits_the_pool_is_served(impl):
