@@ -98,6 +98,11 @@ def _bad_calls() -> list[BadCall]:
             lambda m: m.apply_rope(x, cos, torch.zeros(4, 4)),
         ),
         BadCall(
+            "apply_rope(x of shape [2, 5, 4], cos [1, 4], sin [1, 4])",
+            "tables of one position",  # not broadcast over the positions
+            lambda m: m.apply_rope(x, cos[:1], sin[:1]),
+        ),
+        BadCall(
             "apply_rope(x, cos [1, 5, 4], sin [1, 5, 4])",
             "tables not [N, D]",
             lambda m: m.apply_rope(x, cos[None], sin[None]),
@@ -138,6 +143,7 @@ NAMES = {
     "D differs from the tables": "x|cos|sin",
     "sin for other positions": "sin",
     "tables not [N, D]": "cos|sin",
+    "tables of one position": "cos|sin|x",
     "x without a position dimension": "x",
     "integer x": "x",
 }

@@ -202,6 +202,14 @@ BAD_INPUT = [
         ),
         "weights",
     ),
+    (
+        BadCall(
+            "combine(expert_out, weights for T + 1 tokens, plan, 4)",
+            "combine weights for T + 1",
+            lambda m: m.combine(torch.zeros(T, d), torch.ones(T + 1, 1), _plan(m), T),
+        ),
+        "weights",
+    ),
 ]
 
 
