@@ -10,6 +10,10 @@ TESTS = ["test_combine_partials_merges_exact_parts"]
 EXPECT = "combine_partials changed its argument `outs` in place"
 EDITS = [
     (
+        "    outs = outs.masked_fill(torch.isneginf(lses)[..., None], 0.0)\n",
+        "    outs.masked_fill_(torch.isneginf(lses)[..., None], 0.0)\n",
+    ),
+    (
         "    out = (weights[..., None] * outs.float()).sum(dim=0)  # (B, H, Nq, D)",
         "    outs.mul_(weights[..., None].to(outs.dtype))  # reuses the caller's memory\n"
         "    out = outs.float().sum(dim=0)  # (B, H, Nq, D)",

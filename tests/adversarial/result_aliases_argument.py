@@ -10,9 +10,9 @@ TESTS = ["test_combine_partials_runs_in_float32_for_any_input_dtype"]
 EXPECT = "aliasing: combine_partials returned `result[0]`, which shares its memory"
 EDITS = [
     (
-        "    lses = lses.float()\n    m = lses.amax(dim=0)",
+        "    lses = lses.float()\n    # An empty part",
         "    if outs.shape[0] == 1:\n"
         "        return outs[0].float(), lses[0].float()\n"
-        "    lses = lses.float()\n    m = lses.amax(dim=0)",
+        "    lses = lses.float()\n    # An empty part",
     ),
 ]
