@@ -78,10 +78,14 @@ for kata_dir in sorted((ROOT / "katas").glob("*/solution.py")):
 @nox.session
 def selftest(session: nox.Session) -> None:
     """The repository's own tests: references pass, mutants fail, stubs fail kindly (CI runs it)."""
-    # Each test starts a pytest process of its own; run them side by side, one line per result.
+    # Each test starts a pytest process of its own; run them side by side, one line per result
+    # (tests that share a slow fixture are grouped onto one worker: --dist loadgroup).
     # The simulation's tests need its extra (Textual), the checkpoint loader `models`, the
     # grader's Ray backend `cluster`.
-    pytest(session, "tests", "-n", "auto", "-v", "--durations=10", extra="sim,models,cluster")
+    pytest(
+        session, "tests", "-n", "auto", "--dist", "loadgroup", "-v", "--durations=10",
+        extra="sim,models,cluster",
+    )  # fmt: skip
 
 
 SWEEP_SEEDS = ("0", "1", "2", "3", "4")

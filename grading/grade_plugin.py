@@ -1,6 +1,6 @@
 """The pytest plugin a graded run loads (`-p grading.grade_plugin`), inside the sandbox process.
 
-It does three things the grader relies on:
+It does four things the grader relies on:
 
 - reports every test's outcome, as JSON lines, to the results file the grader named in
   KATAS_GRADE_RESULTS, and ends the file with a closing line only when the session really ends
@@ -10,7 +10,9 @@ It does three things the grader relies on:
   public examples;
 - installs an audit hook (which Python code cannot remove) once the libraries are imported: the
   submission may not open its own kata's reference, write, delete or rename files outside the
-  sandbox, or start processes.
+  sandbox, or start processes;
+- ends the run at the first test that breaks a rule the harness checks on every call (a
+  GuardFailure): that scores the kata zero whatever the other tests say.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 from grading.limits import arm, disarm, timed_out
 
@@ -34,9 +36,15 @@ settings.register_profile(
     deadline=None,
     print_blob=True,
     report_multiple_bugs=False,
+    # No "explain" phase (extra runs of a failing example to say which parts mattered): it can
+    # cost a failing test seconds, and a graded run's time is limited.
+    phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
     suppress_health_check=[HealthCheck.too_slow],
 )
 
+# A failure whose text names one of these broke a rule the harness checks on every call
+# (grading.guards' GuardFailure, grading.observe's OffTheBooks).
+GUARD_SIGNS = ("GuardFailure", "OffTheBooks")
 MESSAGE_LIMIT = 8000  # characters of a failure's text kept (its end: the assertion's message)
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 _FILE_EVENTS = {
@@ -145,6 +153,7 @@ class GradeReporter:
     def __init__(self, path: Path) -> None:
         self.file = open(path, "a", buffering=1)  # noqa: SIM115 - open for the whole session
         self.cpu_at_start = time.process_time()
+        self.session: pytest.Session | None = None
 
     def write(self, **record) -> None:
         self.file.write(json.dumps(record) + "\n")
@@ -176,6 +185,7 @@ class GradeReporter:
         # everything, the submission included.
         sandbox = Path(os.environ["KATAS_GRADE_SANDBOX"]).resolve()
         _install_audit_hook(sandbox, os.environ["KATAS_GRADE_KATA"], self.write)
+        self.session = session
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "call" and report.passed:
@@ -187,6 +197,10 @@ class GradeReporter:
         message = ""
         if report.failed:
             message = str(report.longrepr)[-MESSAGE_LIMIT:]
+            if self.session is not None and any(sign in message for sign in GUARD_SIGNS):
+                # A broken harness rule scores the kata zero (grading.sandbox): no other test
+                # can change that, so none is run.
+                self.session.shouldstop = "a test broke a rule the harness checks on every call"
         elif report.skipped and isinstance(report.longrepr, tuple):
             message = str(report.longrepr[2])
         self.write(

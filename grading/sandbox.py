@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grading.grade_plugin import GUARD_SIGNS  # a failure that is a cheat, not a mistake
 from grading.impl import REPO_ROOT
 from grading.limits import WALL_PER_CPU
 from grading.progress import level_of, part_of
@@ -30,8 +31,6 @@ COPIED = ["katas", "grading", "reference", "conftest.py", "pyproject.toml", "REA
 MEMORY_LIMIT = 8 * 2**30  # address space of the test process, in bytes
 OUTPUT_LIMIT = 32 * 2**20  # bytes a run may print or write to one file
 MEMORY_SIGNS = ("MemoryError", "can't allocate memory", "Cannot allocate memory")
-# A failure raised by the harness's guards (grading/guards.py): a cheat, not a mistake.
-GUARD_SIGNS = ("GuardFailure", "OffTheBooks")
 PR_SET_PDEATHSIG = 1
 
 

@@ -47,6 +47,9 @@ GRADE = [sys.executable, "-m", "grading.grade"]
 # the sandbox's own defences are proven (test_the_source_check_refuses_before_anything_runs).
 OPTIONS = ["--kata", KATA, "--timeout", "40", "--test-cpu", "15", "--examples", "3", "--jobs", "2"]
 RUNTIME_ONLY = ["--no-source-check"]
+# The tests that read one graded class run in one process (pytest-xdist's `--dist loadgroup`, as
+# the self-test runs), so that its module fixture grades the class once.
+CLASS, HOMEWORK = pytest.mark.xdist_group("graded_class"), pytest.mark.xdist_group("homework")
 
 
 def grade(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -85,6 +88,7 @@ def test_every_adversarial_submission_is_in_the_table():
     assert sorted(p.stem for p in ADVERSARIAL.glob("*.py")) == sorted(REASONS)
 
 
+@CLASS
 def test_correct_scores_full_marks(graded_class):
     r = report(graded_class[1], "correct")
     entry = r["katas"][KATA]
@@ -93,6 +97,7 @@ def test_correct_scores_full_marks(graded_class):
     assert r["environment"]["device"]  # "CPU" or the GPU's name
 
 
+@CLASS
 def test_wrong_and_unimplemented_score_below_full(graded_class):
     wrong = report(graded_class[1], "wrong")["katas"][KATA]
     assert wrong["passed"] > 0 and wrong["failed"] > 0 and wrong["score"] < 1, wrong["score"]
@@ -101,12 +106,14 @@ def test_wrong_and_unimplemented_score_below_full(graded_class):
     assert any("not implemented yet" in t["message"] for t in stub["tests"])
 
 
+@CLASS
 def test_missing_kata_scores_zero_with_reason(graded_class):
     entry = report(graded_class[1], "absent")["katas"][KATA]
     assert entry["score"] == 0.0 and entry["points"] == 0.0 and entry["tests"] == []
     assert entry["reason"] == "not submitted" and entry["levels"] == {}
 
 
+@CLASS
 @pytest.mark.parametrize("name", sorted(REASONS))
 def test_adversarial_submission_scores_zero_with_its_reason(graded_class, name):
     entry = report(graded_class[1], name)["katas"][KATA]
@@ -114,6 +121,7 @@ def test_adversarial_submission_scores_zero_with_its_reason(graded_class, name):
     assert entry["reason"] and any(p in entry["reason"] for p in REASONS[name]), entry["reason"]
 
 
+@CLASS
 def test_reports_have_the_pinned_shape(graded_class):
     out = graded_class[1]
     r = report(out, "correct")
@@ -141,6 +149,7 @@ def test_reports_have_the_pinned_shape(graded_class):
     assert "| correct | 100 | 100 |" in table and "level 0" not in table
 
 
+@CLASS
 def test_a_grade_replays_with_its_recorded_seed(graded_class, tmp_path):
     submissions, out = graded_class
     first = report(out, "wrong")
@@ -244,11 +253,10 @@ def test_a_submission_runs_on_its_own_parts(tmp_path):
 # ----------------------------------------------------------------------------------------------
 # A homework of one kata, graded with the default limits on a machine another job keeps busy.
 
-SPEC = "speculative_decoding"
-LOOP = (  # prompt lookup's first call never returns; the later ones work (one test hangs)
-    "    stats = SpecStats()\n    n = T\n",
-    "    stats = SpecStats()\n    n = T\n    if not getattr(SpecStats, 'hung', False):\n"
-    "        SpecStats.hung = True\n        while True:\n            pass\n",
+LOOP = (  # ALiBi's first bias of several queries never returns; the later ones work
+    "    slopes = alibi_slopes(n_heads)  # (H,)\n",
+    "    if q_len > 1 and not getattr(alibi_bias, 'hung', False):\n        alibi_bias.hung = True\n"
+    "        while True:\n            pass\n    slopes = alibi_slopes(n_heads)  # (H,)\n",
 )
 
 
@@ -261,21 +269,21 @@ def burn(seconds: float) -> None:
 
 @pytest.fixture(scope="module")
 def homework(tmp_path_factory):
-    """A correct, a subtly wrong, an untouched and a looping speculative_decoding, graded with
-    `--kata speculative_decoding` and the default limits (measured on this machine, in a fresh
+    """A correct, a subtly wrong, an untouched and a looping context_extension, graded with
+    `--kata context_extension` and the default limits (measured on this machine, in a fresh
     cache) while two other processes keep both cores busy; Gradescope's file too."""
     root = tmp_path_factory.mktemp("homework")
-    reference = (REPO_ROOT / "reference" / f"{SPEC}.py").read_text()
+    reference = (REPO_ROOT / "reference" / f"{KATA}.py").read_text()
     assert LOOP[0] in reference
     files = {
         "correct": reference,
-        "subtle": mutated_source(read_mutant(MUTANTS_DIR / SPEC / "resample_from_p.py")),
-        "stub": (KATAS_DIR / SPEC / "solution.py").read_text(),
+        "subtle": mutated_source(read_mutant(MUTANTS_DIR / KATA / "alibi_top_left.py")),
+        "stub": (KATAS_DIR / KATA / "solution.py").read_text(),
         "loops": reference.replace(*LOOP),
     }
     for name, text in files.items():
         (root / "class" / name).mkdir(parents=True)
-        (root / "class" / name / f"{SPEC}.py").write_text(text)
+        (root / "class" / name / f"{KATA}.py").write_text(text)
     env = {**os.environ, "XDG_CACHE_HOME": str(root / "cache")}
     load = multiprocessing.get_context("spawn")
     others = [load.Process(target=burn, args=(900,), daemon=True) for _ in range(2)]
@@ -283,7 +291,7 @@ def homework(tmp_path_factory):
         other.start()
     try:
         done = grade(
-            str(root / "class"), "--out", str(root / "out"), "--kata", SPEC, "--examples", "3",
+            str(root / "class"), "--out", str(root / "out"), "--kata", KATA, "--examples", "3",
             "--jobs", "2", "--format", "gradescope", env=env,
         )  # fmt: skip
     finally:
@@ -293,30 +301,32 @@ def homework(tmp_path_factory):
     return root / "out", done.stdout
 
 
+@HOMEWORK
 @pytest.mark.slow
 def test_a_class_with_default_limits(homework):
     out, printed = homework
     assert "measuring the references once" in printed and "per test" in printed
     scores = {n: report(out, n)["score"] for n in ("correct", "subtle", "stub", "loops")}
-    assert scores["correct"] == 1.0, report(out, "correct")["katas"][SPEC]["reason"]
-    subtle = report(out, "subtle")["katas"][SPEC]
+    assert scores["correct"] == 1.0, report(out, "correct")["katas"][KATA]["reason"]
+    subtle = report(out, "subtle")["katas"][KATA]
     assert 0 < subtle["score"] < 1 and subtle["reason"] is None
     named = (out / "subtle" / "summary.md").read_text()
-    assert "test_accept_reject_output_has_the_exact_distribution" in named
-    assert "### level 1" in named  # the failing test under its level, with its full message
-    stub = report(out, "stub")["katas"][SPEC]
+    assert "test_alibi_bias_matches_oracle" in named
+    assert "### level 3" in named  # the failing test under its level, with its full message
+    stub = report(out, "stub")["katas"][KATA]
     assert stub["score"] == 0 and all(
         "not implemented yet" in t["message"] for t in stub["tests"] if t["status"] == "failed"
     )
-    loops = report(out, "loops")["katas"][SPEC]
-    assert loops["reason"].startswith("timed out in test katas/speculative_decoding/"), loops
+    loops = report(out, "loops")["katas"][KATA]
+    assert loops["reason"].startswith(f"timed out in test katas/{KATA}/"), loops
     hung = [t for t in loops["tests"] if "did not finish within" in t["message"]]
-    assert len(hung) == 1 and "_4_lookup" in hung[0]["id"], hung  # the others ran
+    assert len(hung) == 1 and "_3_alibi" in hung[0]["id"], hung  # the others ran
     assert loops["levels"]["1"]["failed"] == 0 and loops["levels"]["1"]["passed"] > 0
     assert 0 < loops["score"] < 1  # the other levels' tests count
     assert "level 0" not in (out / "class.md").read_text()
 
 
+@HOMEWORK
 @pytest.mark.slow
 def test_gradescope_results_have_the_documented_fields(homework):
     out, _ = homework
