@@ -56,6 +56,8 @@ def _plan(m):
     return m.plan_dispatch(torch.tensor([[0], [1], [2], [0]]), E)
 
 
+# (the bad call, the argument its message must name). Where two arguments disagree on a size (x
+# and w1 on d, w1 and w3 on h, gate_w and w1 on E) the message may blame either of them.
 BAD_INPUT = [
     (BadCall("moe_forward(..., k=0)", "k = 0", lambda m: forward(m, k=0)), "k"),
     (BadCall("moe_forward(..., k=E + 1)", "k = E + 1", lambda m: forward(m, k=E + 1)), "k"),
@@ -66,7 +68,7 @@ BAD_INPUT = [
             "gate_w too wide",
             lambda m: forward(m, gate_w=torch.zeros(E, d + 1)),
         ),
-        "gate_w",
+        "gate_w|x",
     ),
     (
         BadCall(
@@ -74,7 +76,7 @@ BAD_INPUT = [
             "w1 for E - 1 experts",
             lambda m: forward(m, w1=W1[1:]),
         ),
-        "w1",
+        "w1|gate_w",
     ),
     (
         BadCall(
@@ -82,7 +84,7 @@ BAD_INPUT = [
             "w3 narrower than w1",
             lambda m: forward(m, w3=W3[..., 1:]),
         ),
-        "w3",
+        "w3|w1",
     ),
     (
         BadCall(
@@ -98,7 +100,7 @@ BAD_INPUT = [
             "w2 too wide",
             lambda m: forward(m, w2=torch.zeros(E, h, d + 1)),
         ),
-        "w2",
+        "w2|x",
     ),
     (
         BadCall(
@@ -162,7 +164,7 @@ BAD_INPUT = [
             "expert w2 too wide",
             lambda m: m.expert_mlp(X, W1[0], W3[0], torch.zeros(h, d + 1)),
         ),
-        "w2",
+        "w2|x",
     ),
     (
         BadCall(
@@ -170,7 +172,7 @@ BAD_INPUT = [
             "expert x too wide",
             lambda m: m.expert_mlp(torch.zeros(T, d + 1), W1[0], W3[0], W2[0]),
         ),
-        "x",
+        "x|w1",
     ),
     (
         BadCall(
