@@ -152,6 +152,8 @@ STATIC_ERRORS = request_errors(
 ) + [
     BadCall("static_batching(model, requests, 0)", "batch_size below 1",
             lambda impl: impl.static_batching(shared_model(), [impl.Request(1, [3], 1)], 0)),
+    BadCall("static_batching(model, [], 0)", "batch_size below 1",
+            lambda impl: impl.static_batching(shared_model(), [], 0)),
 ]  # fmt: skip
 
 

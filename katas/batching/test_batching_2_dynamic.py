@@ -46,6 +46,10 @@ DYNAMIC_ERRORS = request_errors(
             lambda impl: impl.dynamic_batching(shared_model(), [impl.Request(1, [3], 1)], 0, 1)),
     BadCall("dynamic_batching(model, requests, 2, -1)", "negative max_wait",
             lambda impl: impl.dynamic_batching(shared_model(), [impl.Request(1, [3], 1)], 2, -1)),
+    BadCall("dynamic_batching(model, [], 0, 1)", "max_batch_size below 1",
+            lambda impl: impl.dynamic_batching(shared_model(), [], 0, 1)),
+    BadCall("dynamic_batching(model, [], 2, -1)", "negative max_wait",
+            lambda impl: impl.dynamic_batching(shared_model(), [], 2, -1)),
 ]  # fmt: skip
 
 

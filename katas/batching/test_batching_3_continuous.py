@@ -174,6 +174,8 @@ CONTINUOUS_ERRORS = request_errors(
 ) + [
     BadCall("continuous_batching(model, requests, 0)", "max_batch_size below 1",
             lambda impl: impl.continuous_batching(shared_model(), [impl.Request(1, [3], 1)], 0)),
+    BadCall("continuous_batching(model, [], 0)", "max_batch_size below 1",
+            lambda impl: impl.continuous_batching(shared_model(), [], 0)),
 ]  # fmt: skip
 
 

@@ -290,6 +290,8 @@ def memory_errors():
                 call(kv_blocks=0)),
         BadCall("continuous_batching(model, requests, 2, block_size=0)", "block_size below 1",
                 call(block_size=0)),
+        BadCall("continuous_batching(model, [], 2, kv_blocks=0)", "kv_blocks below 1",
+                call(kv_blocks=0, specs=())),
         BadCall("continuous_batching(model, [request of 9 + 8 tokens], 2, kv_blocks=3, "
                 "block_size=4)", "a request needing 4 blocks alone", call(None, 3, 4)),
     ]  # fmt: skip
