@@ -105,10 +105,23 @@ def workloads(
 def serve(strategy, model, *args, **kwargs):
     """Run a strategy with a fresh log; return (its completions, the log of its calls), the log
     checked against the model calls that really ran (grading/audit.py)."""
+    requests = args[0] if args and isinstance(args[0], list) else []
+    before = [_fields(r) for r in requests]
     model.batch_log.clear()
     with audited(model):
         out = strategy(model, *args, **kwargs)
+    for i, (request, fields) in enumerate(zip(requests, before, strict=True)):
+        assert _fields(request) == fields, (
+            f"requests[{i}] was {fields} before the call and is {_fields(request)} after it: "
+            "no argument is changed in place, the requests and their prompts included (keep "
+            "each request's tokens in a list of your own)"
+        )
     return out, list(model.batch_log)
+
+
+def _fields(request) -> tuple:
+    """(id, prompt as a list, max_new_tokens, arrival) of a request, copied."""
+    return (request.id, list(request.prompt), request.max_new_tokens, request.arrival)
 
 
 def check_completions(completions, specs: list[WorkloadRequest], model=None) -> None:
