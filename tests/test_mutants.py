@@ -30,7 +30,7 @@ MINIMUM = {
     "efficient_attention": 57,
     "flash_attention": 48,
     "kv_cache": 43,
-    "moe": 50,
+    "moe": 53,
     "speculative_decoding": 53,
     "serving": 35,
 }

@@ -23,6 +23,12 @@ BAD_INPUT = [
     (BadCall("route(logits [4, 3], 4)", "k = E + 1", lambda m: m.route(LOGITS, E + 1)), "k"),
     (BadCall("route(logits, 1.0)", "float k", lambda m: m.route(LOGITS, 1.0)), "k"),
     (BadCall("route(logits, True)", "bool k", lambda m: m.route(LOGITS, True)), "k"),
+    (  # no tokens: the arguments are checked all the same
+        BadCall(
+            "route(logits [0, 3], 4)", "k = E + 1, no tokens", lambda m: m.route(LOGITS[:0], 4)
+        ),
+        "k",
+    ),
     (
         BadCall("route(logits of shape [3], 1)", "1-D logits", lambda m: m.route(LOGITS[0], 1)),
         "logits",

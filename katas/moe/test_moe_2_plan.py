@@ -20,6 +20,38 @@ from katas.moe.cases import (
 T, E = 4, 3
 EXPERTS = torch.tensor([[0, 1], [1, 2], [0, 2], [2, 0]])  # (T, k = 2)
 BAD_INPUT = [
+    (  # no tokens: the arguments are checked all the same
+        BadCall(
+            "expert_capacity(0, 1, 3, nan)",
+            "factor NaN, no tokens",
+            lambda m: m.expert_capacity(0, 1, E, math.nan),
+        ),
+        "capacity_factor",
+    ),
+    (
+        BadCall(
+            "expert_capacity(0, 4, 3, 1.0)",
+            "k = E + 1, no tokens",
+            lambda m: m.expert_capacity(0, E + 1, E, 1.0),
+        ),
+        "k",
+    ),
+    (
+        BadCall(
+            "plan_dispatch(experts of shape [0, 4], 3)",
+            "k = E + 1 implied, no tokens",
+            lambda m: m.plan_dispatch(torch.zeros(0, E + 1, dtype=torch.int64), E),
+        ),
+        "k|experts",
+    ),
+    (
+        BadCall(
+            "plan_dispatch(experts of shape [0, 1], 3, capacity=-1)",
+            "capacity -1, no tokens",
+            lambda m: m.plan_dispatch(torch.zeros(0, 1, dtype=torch.int64), E, capacity=-1),
+        ),
+        "capacity",
+    ),
     (
         BadCall(
             "expert_capacity(4, 1, 3, -1.0)",
@@ -225,6 +257,22 @@ def test_expert_capacity_is_the_float_expression(impl, T, k, E, factor, expected
         "math.ceil of exactly that, nothing subtracted first (an epsilon rounds a value just "
         "above an integer down) and no exact fractions (fractions.Fraction(0.1) is a bit "
         "more than 1/10, and rounds 1.0 up to 2)"
+    )
+
+
+@pytest.mark.parametrize("factor", [1, 1.0])
+def test_expert_capacity_of_an_int_factor_is_the_float_expression_too(impl, factor):
+    # 2**53 + 1 tokens: one past the integers a Python float holds, so factor * T * k / E comes
+    # out as the float 2**53 for an int factor as for a float one (exact integer arithmetic for
+    # int factors would give 2**53 + 1).
+    T = 2**53 + 1
+    expected = 2**53
+    assert _float_capacities(T, 1, 1, factor) == {expected}
+    got = impl.expert_capacity(T, 1, 1, factor)
+    assert got == expected, (
+        f"expert_capacity(2**53 + 1, 1, 1, {factor!r}) = {got!r}, expected 2**53 = {expected}: "
+        f"C is math.ceil of the Python float {factor!r} * T * k / E, whose value here is "
+        f"{factor * T * 1 / 1!r}, for an int capacity_factor too (2 and 2.0 give the same C)"
     )
 
 

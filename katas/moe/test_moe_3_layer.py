@@ -62,6 +62,22 @@ BAD_INPUT = [
     (BadCall("moe_forward(..., k=0)", "k = 0", lambda m: forward(m, k=0)), "k"),
     (BadCall("moe_forward(..., k=E + 1)", "k = E + 1", lambda m: forward(m, k=E + 1)), "k"),
     (BadCall("moe_forward(x of shape [6], ...)", "1-D x", lambda m: forward(m, x=X[0])), "x"),
+    (  # no tokens: the arguments are checked all the same
+        BadCall(
+            "moe_forward(x [0, 6], ..., capacity_factor=-1.0)",
+            "capacity_factor -1, no tokens",
+            lambda m: forward(m, capacity_factor=-1.0, x=X[:0]),
+        ),
+        "capacity_factor",
+    ),
+    (
+        BadCall(
+            "moe_forward(x [0, 6], ..., k=E + 1)",
+            "k = E + 1, no tokens",
+            lambda m: forward(m, k=E + 1, x=X[:0]),
+        ),
+        "k",
+    ),
     (
         BadCall(
             "moe_forward(x, gate_w of shape [E, d + 1], ...)",

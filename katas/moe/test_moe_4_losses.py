@@ -31,6 +31,14 @@ PRECISION = (
 BAD_INPUT = [
     (
         BadCall(
+            "load_balancing_loss(logits [4, 3], experts of shape [4, 4])",
+            "k = E + 1 implied",
+            lambda m: m.load_balancing_loss(LOGITS, torch.zeros(T, E + 1, dtype=torch.int64)),
+        ),
+        "k|experts",
+    ),
+    (
+        BadCall(
             "load_balancing_loss(logits [4, 3], experts for 3 tokens)",
             "experts for T - 1 tokens",
             lambda m: m.load_balancing_loss(LOGITS, EXPERTS[1:]),
