@@ -27,7 +27,7 @@ IDS = [f"{p.parent.name}/{p.stem}" for p in MUTANTS]
 MINIMUM = {
     "batching": 32,
     "context_extension": 43,
-    "efficient_attention": 57,
+    "efficient_attention": 59,
     "flash_attention": 48,
     "kv_cache": 43,
     "moe": 53,

@@ -133,6 +133,31 @@ def test_random_block_mask_picks_are_spread_over_the_row(impl):
     )
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_random_block_mask_picks_every_block_equally_often(impl, seed):
+    # 512 rows of 64 picks among 512 blocks: uniform draws put each block in a row with
+    # probability 1/8, so every column holds about 64 picks, and so does every offset c - r
+    # from the diagonal. Pearson's statistic over the 512 counts is then about 450 (a standard
+    # deviation about 30); 767 lies eight deviations above 511 and is never reached by chance.
+    n, n_random = 512, 64
+    mask = impl.random_block_mask(n, n_random, seed=seed)
+    assert mask.shape == (n, n) and bool((mask.sum(dim=1) == n_random).all())
+    rows, cols = mask.nonzero(as_tuple=True)
+    expected = n * n_random / n
+    for what, index in (("block", cols), ("offset from the diagonal", (cols - rows) % n)):
+        counts = torch.bincount(index, minlength=n).double()
+        chi2 = float(((counts - expected) ** 2 / expected).sum())
+        worst = int(counts.argmax()), int(counts.argmin())
+        assert chi2 < 767, (
+            f"random_block_mask({n}, {n_random}, seed={seed}): each {what} should be picked "
+            f"about {expected:g} times, but the counts range from {int(counts.min())} (at "
+            f"{worst[1]}) to {int(counts.max())} (at {worst[0]}): Pearson's chi-square {chi2:.0f} "
+            f"over {n} counts, where uniform draws give about 450. Every set of n_random distinct "
+            "blocks must be equally likely: e.g. the first n_random of a random permutation "
+            "(torch.randperm, or argsort of torch.rand), not weighted or biased picks"
+        )
+
+
 def gap_pattern(row: torch.Tensor) -> tuple[int, ...]:
     """The sorted gaps between a row's picks, around the row as a circle: a shift of the row
     (c -> c + s mod n) or its mirror image has the same pattern."""
