@@ -426,6 +426,24 @@ BAD_CALLS = [
     _bad(
         "kv_cache_bytes(0, 3, 10, 6, 1, float32)", "no layers", _bytes_with(n_layers=0), "n_layers"
     ),
+    _bad(  # a float of integer value is not an int either
+        "kv_cache_bytes(2.0, 3, 10, 6, 1, float32)",
+        "a float layer count",
+        _bytes_with(n_layers=2.0),
+        "n_layers",
+    ),
+    _bad(
+        "kv_cache_bytes(2, 3, 10, 6.0, 1, float32)",
+        "a float seq_len",
+        _bytes_with(seq_len=6.0),
+        "seq_len",
+    ),
+    _bad(
+        "KVCache(2, 1, 3, 10.0, 6)",
+        "a cache of float head_dim",
+        _cache_with(head_dim=10.0),
+        "head_dim",
+    ),
     _bad(
         "kv_cache_bytes(2, -3, 10, 6, 1, float32)",
         "negative kv heads",

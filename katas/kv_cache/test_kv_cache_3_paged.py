@@ -254,6 +254,45 @@ def test_refused_append_changes_nothing_and_leaks_nothing(impl):
     )
 
 
+def test_refused_append_leaves_the_pool_alone(impl):
+    """A refused append writes nothing, not even the tokens that would fit in the sequence's
+    partly filled last block."""
+    cache = impl.PagedKVCache(4, 4, HKV, D)
+    k, v = randn((HKV, 5, D), seed=5), randn((HKV, 5, D), seed=6)
+    cache.append("a", k, v)  # 2 blocks, the second holding 1 token of 4; 2 free
+    k_pool, v_pool = cache.k_pool.clone(), cache.v_pool.clone()
+    more = randn((HKV, 12, D), seed=7)
+    with pytest.raises(impl.OutOfBlocks):
+        cache.append("a", more, more)  # 17 tokens need 5 blocks: 3 more, 2 free
+    changed = int((cache.k_pool != k_pool).any(dim=(1, 3)).sum())
+    changed += int((cache.v_pool != v_pool).any(dim=(1, 3)).sum())
+    assert changed == 0, (
+        f"a refused append of 12 tokens to a sequence of 5 (blocks of 4, 2 free) changed "
+        f"{changed} token slots of k_pool / v_pool: when the free blocks are too few nothing "
+        "changes, so check before writing anything (not even into the last, partly filled block)"
+    )
+
+
+def test_gather_reads_the_pool(impl):
+    """gather returns what the pool holds at the sequence's blocks: a change made to k_pool or
+    v_pool there shows in the next gather (the cache holds no tensor but its pool)."""
+    bs = 3
+    cache = impl.PagedKVCache(6, bs, HKV, D)
+    k, v = randn((HKV, 7, D), seed=8), randn((HKV, 7, D), seed=9)
+    cache.append("a", k, v)
+    table = cache.block_table("a")
+    cache.k_pool[table[1], :, 2] = 100.0  # token 5
+    cache.v_pool[table[2], :, 0] = -100.0  # token 6
+    got_k, got_v = cache.gather("a")
+    want_k, want_v = k.clone(), v.clone()
+    want_k[:, 5], want_v[:, 6] = 100.0, -100.0
+    assert torch.equal(got_k, want_k) and torch.equal(got_v, want_v), (
+        "after k_pool[table[1], :, 2] and v_pool[table[2], :, 0] were overwritten (tokens 5 and "
+        "6 of 'a', blocks of 3), gather did not show the change: gather must read the tokens "
+        "from k_pool / v_pool at the sequence's blocks, not from a copy kept elsewhere"
+    )
+
+
 def test_running_out_of_blocks_is_a_clear_error(impl):
     assert issubclass(impl.OutOfBlocks, RuntimeError)
     cache = impl.PagedKVCache(3, 4, HKV, D)
