@@ -10,7 +10,7 @@ import torch
 from hypothesis import example, given, note
 from hypothesis import strategies as st
 
-from grading.cost import held_bytes, largest_tensor
+from grading.cost import held_bytes, largest_tensor, measure
 from grading.errors import BadCall, assert_value_error
 from grading.strategies import gqa_heads, lengths, randn, seeds
 from grading.tolerance import assert_close, assert_error_within
@@ -223,6 +223,26 @@ def test_update_never_concatenates_the_past(impl, past):
         f"one update after {past} cached tokens produced a tensor of {largest}; the past holds "
         f"{numbers} numbers. Write the new token into preallocated storage and return a view of "
         "it: torch.cat (or .clone/.contiguous) copies the whole past on every step"
+    )
+
+
+def test_update_costs_the_same_however_long_the_past(impl):
+    """One token's update writes that token: its work (elements read and written) after 2,000
+    cached tokens is what it is after 8, not a copy of the past piece by piece."""
+    B, Hkv, D = 1, 2, 8
+    work = {}
+    for past in (8, 2000):
+        cache = impl.KVCache(1, B, Hkv, D, past + 1)
+        cache.update(0, randn((B, Hkv, past, D), seed=1), randn((B, Hkv, past, D), seed=2))
+        new = randn((B, Hkv, 1, D), seed=3)
+        _, seen = measure(cache.update, 0, new, new)
+        work[past] = seen.work
+    numbers = B * Hkv * 2000 * D  # the keys of 2,000 tokens
+    assert work[2000] <= work[8] + numbers // 4, (
+        f"a one-token update did {work[8]:,} units of work (elements read and written) after 8 "
+        f"cached tokens but {work[2000]:,} after 2,000 (whose keys alone are {numbers:,} "
+        "numbers): it copies the past on every step (slice by slice, or token by token). Write "
+        "only the new tokens into the preallocated storage and return views of it"
     )
 
 
