@@ -253,6 +253,7 @@ def test_a_submission_runs_on_its_own_parts(tmp_path):
 # ----------------------------------------------------------------------------------------------
 # A homework of one kata, graded with the default limits on a machine another job keeps busy.
 
+SLOW_KATA = "speculative_decoding"
 LOOP = (  # ALiBi's first bias of several queries never returns; the later ones work
     "    slopes = alibi_slopes(n_heads)  # (H,)\n",
     "    if q_len > 1 and not getattr(alibi_bias, 'hung', False):\n        alibi_bias.hung = True\n"
@@ -271,7 +272,9 @@ def burn(seconds: float) -> None:
 def homework(tmp_path_factory):
     """A correct, a subtly wrong, an untouched and a looping context_extension, graded with
     `--kata context_extension` and the default limits (measured on this machine, in a fresh
-    cache) while two other processes keep both cores busy; Gradescope's file too."""
+    cache) while two other processes keep both cores busy; Gradescope's file too. Beside them,
+    the same way, speculative_decoding's reference: the kata whose slowest test needs the most,
+    whose measured limits must still give it full marks."""
     root = tmp_path_factory.mktemp("homework")
     reference = (REPO_ROOT / "reference" / f"{KATA}.py").read_text()
     assert LOOP[0] in reference
@@ -294,17 +297,28 @@ def homework(tmp_path_factory):
             str(root / "class"), "--out", str(root / "out"), "--kata", KATA, "--examples", "3",
             "--jobs", "2", "--format", "gradescope", env=env,
         )  # fmt: skip
+        slow = root / "slow" / f"{SLOW_KATA}.py"
+        slow.parent.mkdir()
+        slow.write_text((REPO_ROOT / "reference" / f"{SLOW_KATA}.py").read_text())
+        slow_done = grade(
+            str(slow), "--out", str(root / "slow_out"), "--kata", SLOW_KATA, "--examples", "3",
+            env=env,
+        )  # fmt: skip
     finally:
         for other in others:
             other.kill()
     assert done.returncode == 0, done.stdout + done.stderr
-    return root / "out", done.stdout
+    assert slow_done.returncode == 0, slow_done.stdout + slow_done.stderr
+    slow_grade = report(root / "slow_out", SLOW_KATA)
+    return root / "out", done.stdout, slow_grade
 
 
 @HOMEWORK
 @pytest.mark.slow
 def test_a_class_with_default_limits(homework):
-    out, printed = homework
+    out, printed, slow = homework
+    entry = slow["katas"][SLOW_KATA]
+    assert slow["score"] == 1.0, (entry["score"], entry["reason"])
     assert "measuring the references once" in printed and "per test" in printed
     scores = {n: report(out, n)["score"] for n in ("correct", "subtle", "stub", "loops")}
     assert scores["correct"] == 1.0, report(out, "correct")["katas"][KATA]["reason"]
@@ -329,7 +343,7 @@ def test_a_class_with_default_limits(homework):
 @HOMEWORK
 @pytest.mark.slow
 def test_gradescope_results_have_the_documented_fields(homework):
-    out, _ = homework
+    out, _, _ = homework
     for name in ("correct", "subtle", "stub", "loops"):
         results = json.loads((out / name / "results.json").read_text())
         assert isinstance(results["score"], float) and results["tests"]
