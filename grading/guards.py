@@ -86,6 +86,52 @@ def _tensors(value: Any, name: str):
             yield from _tensors(getattr(value, field.name), f"{name}.{field.name}")
 
 
+_OPAQUE = ("opaque",)  # what `_plain` records for an object it does not look inside
+
+
+def _plain(value: Any, depth: int = 0) -> tuple:
+    """A copy of the plain data in `value`, to compare after the call: numbers and strings, and
+    the lists, tuples, dicts and frozen dataclass instances holding them (a request's prompt,
+    its max_new_tokens), as ("value" | "items" | "fields", type, contents). Tensors are compared
+    by `_same`; other objects (a model, a generator, a cache object) are not looked into."""
+    if isinstance(value, (bool, int, float, complex, str, bytes, type(None))):
+        return ("value", type(value), value)
+    if depth > 8 or isinstance(value, torch.Tensor):
+        return _OPAQUE
+    if isinstance(value, (list, tuple)):
+        return ("items", type(value), [(i, _plain(v, depth + 1)) for i, v in enumerate(value)])
+    if isinstance(value, dict):
+        return ("items", dict, [(k, _plain(v, depth + 1)) for k, v in value.items()])
+    params = getattr(type(value), "__dataclass_params__", None)
+    if params is not None and params.frozen:  # a request: its fields are the caller's
+        fields = dataclasses.fields(value)
+        return (
+            "fields",
+            type(value),
+            [(f.name, _plain(getattr(value, f.name), depth + 1)) for f in fields],
+        )
+    return _OPAQUE
+
+
+def _first_difference(before: tuple, after: tuple, name: str) -> str | None:
+    """Where two `_plain` copies first differ, as a path from `name` (None: nowhere)."""
+    if before[:2] != after[:2]:
+        return name
+    kind = before[0]
+    if kind == "value":
+        nan = before[2] != before[2] and after[2] != after[2]
+        return None if before[2] == after[2] or nan else name
+    if kind == "opaque":
+        return None
+    if [key for key, _ in before[2]] != [key for key, _ in after[2]]:
+        return f"len({name})" if before[1] is not dict and kind == "items" else name
+    for (key, b), (_, a) in zip(before[2], after[2], strict=True):
+        label = f"{name}.{key}" if kind == "fields" else f"{name}[{key!r}]"
+        if (where := _first_difference(b, a, label)) is not None:
+            return where
+    return None
+
+
 def _same(before: torch.Tensor, after: torch.Tensor) -> bool:
     if before.shape != after.shape or before.dtype != after.dtype:
         return False
@@ -169,6 +215,7 @@ class Guard:
         if self.calls[qualname] > GPU_CALLS and on_gpu:
             return self.unobserved(fn, *args, **kwargs)  # a benchmark's hundredth call
         saved = [(label, t, t.clone()) for label, t in tensors]
+        plain = [(n, bound[n], _plain(bound[n])) for n in names]
         watched: dict[int, str] = {}  # storage address -> the arguments whose memory it is
         for label, t in tensors:
             if address := storage_address(t):
@@ -190,6 +237,7 @@ class Guard:
             self._judge_unchanged(qualname)
         self.last = seen
         self._check(qualname, seen, saved, zip(models, calls_before, strict=True))
+        _plain_data_unchanged(qualname, plain)
         _plain_tensors(qualname, result)
         _not_aliasing_arguments(qualname, result, watched)
         if rule.budget is not None:
@@ -248,6 +296,20 @@ class Guard:
                     "every step it will never use; decode under torch.no_grad() (or "
                     "torch.inference_mode())"
                 )
+
+
+def _plain_data_unchanged(qualname: str, plain: list) -> None:
+    """Fail when the call changed a list, dict or dataclass it was given (a request's prompt
+    extended, a list of requests sorted or emptied)."""
+    __tracebackhide__ = True
+    for name, value, before in plain:
+        where = _first_difference(before, _plain(value), name)
+        if where is not None:
+            raise GuardFailure(
+                f"{qualname} changed its argument `{where}` in place; arguments must be left "
+                "alone (the caller may still need them): the lists, requests and prompts you are "
+                "given too, not only tensors. Work on a copy (`list(prompt)`, `sorted(requests)`)"
+            )
 
 
 def _plain_tensors(qualname: str, result: Any) -> None:

@@ -30,7 +30,7 @@ Bad input raises ValueError naming the argument (every strategy):
   block counts whole).
 
 Every call is checked by the harness (README, "Rules every call follows"):
-- no argument tensor is changed in place;
+- no argument is changed in place (tensors, lists, requests and their prompts);
 - the work is done with PyTorch on tensors (no NumPy, no DLPack, no bit-casts, no
   .tolist() of more than 256 float elements in a call);
 - the work happens in the call's own thread (no threads or processes);

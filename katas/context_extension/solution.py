@@ -10,7 +10,8 @@ may change: a later call with the same arguments gives the same values. Every Va
 tests expect is listed in each docstring (and in the README).
 
 Every call is checked by the harness (README, "Rules every call follows"):
-- no argument tensor is changed in place, nor written to during the call (even if put back);
+- no argument is changed in place (tensors, lists), nor written to during the call (even if put
+  back);
 - the work is done with PyTorch on tensors (no NumPy, no DLPack, no bit-casts, no
   .tolist() of more than 256 float elements in a call; in rope_cos_sin integer positions
   count too);

@@ -21,7 +21,8 @@ Conventions (the same as the FlashAttention kata):
   length differ from k's; q, k and v that do not share one dtype and one device.
 
 Every call is checked by the harness (README, "Rules every call follows"):
-- no argument tensor is changed in place, nor written to during the call (even if put back);
+- no argument is changed in place (tensors, lists), nor written to during the call (even if put
+  back);
 - the work is done with PyTorch on tensors (no NumPy, no DLPack, no bit-casts, no
   .tolist() of more than 256 float elements in a call);
 - the work happens in the call's own thread (no threads or processes);

@@ -25,7 +25,7 @@ q, k and v do not share one floating-point dtype. The README's "Errors" section 
 function's own cases too.
 
 Every call is checked by the harness (README, "Rules every call follows"):
-- no argument tensor is changed in place;
+- no argument is changed in place (tensors, lists);
 - the work is done with PyTorch (or Triton) on tensors (no NumPy, no DLPack, no bit-casts, no
   .tolist() of more than 256 float elements in a call);
 - the work happens in the call's own thread (no threads or processes);

@@ -4,7 +4,7 @@ Run the tests with `nox -s kv_cache` (or `pytest katas/kv_cache`); one level wit
 `nox -s kv_cache -- -k "1_cache"` (then "2_generate", "3_paged").
 
 Every call is checked by the harness (README, "Rules every call follows"):
-- no argument tensor is changed in place;
+- no argument is changed in place (tensors, lists);
 - the work is done with PyTorch on tensors (no NumPy, no DLPack, no bit-casts, no
   .tolist() of more than 256 float elements in a call);
 - the work happens in the call's own thread (no threads or processes);

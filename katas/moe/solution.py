@@ -12,7 +12,7 @@ with N = 0 and counts of 0, [0, d] outputs). Every ValueError the tests expect i
 docstring (and in the README).
 
 Every call is checked by the harness (README, "Rules every call follows"):
-- no argument tensor is changed in place;
+- no argument is changed in place (tensors, lists);
 - the work is done with PyTorch on tensors (no NumPy, no DLPack, no bit-casts, no
   .tolist() of more than 256 float elements in a call);
 - the work happens in the call's own thread (no threads or processes);

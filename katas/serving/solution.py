@@ -38,7 +38,7 @@ Bad input raises ValueError naming the argument:
 - moe_feed_forward: x not [N, dim] with N >= 1, or not in the dtype of the mixture's weights.
 
 Every call is checked by the harness (README, "Rules every call follows"):
-- no argument tensor is changed in place;
+- no argument is changed in place (tensors, lists, requests and their prompts);
 - the work is done with PyTorch on tensors (no NumPy, no DLPack, no bit-casts, no
   .tolist() of more than 256 float elements in a call);
 - the work happens in the call's own thread (no threads or processes);

@@ -15,7 +15,7 @@ model's config.max_seq_len, which may be far more).
 0 .. vocab_size - 1.
 
 Every call is checked by the harness (README, "Rules every call follows"):
-- no argument tensor is changed in place;
+- no argument is changed in place (tensors, lists);
 - the work is done with PyTorch on tensors (no NumPy, no DLPack, no bit-casts, no
   .tolist() of more than 256 float elements in a call);
 - the work happens in the call's own thread (no threads or processes);
