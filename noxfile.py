@@ -82,6 +82,8 @@ def selftest(session: nox.Session) -> None:
     # (tests that share a slow fixture are grouped onto one worker: --dist loadgroup).
     # The simulation's tests need its extra (Textual), the checkpoint loader `models`, the
     # grader's Ray backend `cluster`.
+    # One PyTorch thread per process (tests/conftest.py): the workers share the machine's cores.
+    session.env["OMP_NUM_THREADS"] = "1"
     pytest(
         session, "tests", "-n", "auto", "--dist", "loadgroup", "-v", "--durations=10",
         extra="sim,models,cluster",

@@ -8,10 +8,16 @@ import sys
 from dataclasses import dataclass
 
 import pytest
+import torch
 
 from grading.impl import REPO_ROOT
 from grading.mutants import WALL_PER_CPU_SECOND, limit_cpu
 
+# One thread per process: the self-test runs several processes at once on a machine of a few
+# cores, and PyTorch's threads, one per core in each, would wait on each other (a test of a
+# minute took twenty).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 @dataclass
 class KataRun:
