@@ -19,6 +19,7 @@ from grading.mutants import WALL_PER_CPU_SECOND, limit_cpu
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
+
 @dataclass
 class KataRun:
     returncode: int
