@@ -32,7 +32,7 @@ MINIMUM = {
     "kv_cache": 46,
     "moe": 53,
     "speculative_decoding": 53,
-    "serving": 36,
+    "serving": 38,
 }
 DEFAULT_MINIMUM = 12
 

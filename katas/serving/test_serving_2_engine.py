@@ -73,6 +73,58 @@ def test_with_room_each_request_starts_at_arrival_and_gains_a_token_every_step(i
     )
 
 
+@given(specs=workloads(min_requests=2, max_requests=7, max_new=8), batch=st.sampled_from([1, 2, 3]))
+def test_a_waiting_request_joins_in_the_step_a_row_frees(impl, specs, batch):
+    """No block limit, fewer rows than requests: in every step that some arrived request still
+    waits for its first token, the batch is full. A request leaves in the step of its last token,
+    so its row is free for a waiting request in the very next step."""
+    model = target()
+    out, _ = run(impl.serve, model, as_requests(impl, specs), max_batch_size=batch)
+    check_completions(out, specs)
+    for got, spec in zip(out, specs, strict=True):
+        assert got.finished - got.first_token == spec.max_new_tokens - 1, (
+            f"request {spec.id}: first token at step {got.first_token}, last at {got.finished}, "
+            f"for {spec.max_new_tokens} tokens; without a block limit nobody is preempted, and a "
+            "running request gains a token every step"
+        )
+    for step in sorted({t for c in out for t in range(c.arrival, c.first_token)}):
+        running = [c.id for c in out if c.first_token <= step <= c.finished]
+        waiting = [c.id for c in out if c.arrival <= step < c.first_token]
+        assert len(running) == batch, (
+            f"step {step}: requests {waiting} had arrived and waited while only {running} ran, "
+            f"{len(running)} of max_batch_size={batch} rows. Arrived requests join at once while "
+            "there is room; a request leaves in the step of its last token, and its row is free "
+            "for the next step (a finished request kept a row one step too long?)"
+        )
+
+
+@given(
+    specs=workloads(min_requests=2, max_requests=6, max_new=12, max_arrival=0),
+    block_size=st.sampled_from([1, 3, 4, 16]),
+)
+def test_requests_join_while_their_prompts_blocks_are_free(impl, specs, block_size):
+    """Everybody arrives at step 0 and the pool holds the blocks of every prompt at once (and
+    of the longest request alone): all join at step 0. A request holds blocks for the tokens it has cached, taken as it grows,
+    never its whole future reserved when it joins."""
+    specs = [WorkloadRequest(s.id, s.prompt, s.max_new_tokens, 0) for s in specs]
+    kv_blocks = sum(-(-len(s.prompt) // block_size) for s in specs)
+    needs = max(-(-(len(s.prompt) + s.max_new_tokens - 1) // block_size) for s in specs)
+    kv_blocks = max(kv_blocks, needs)  # every request must fit alone
+    out, log = run(
+        impl.serve, target(), as_requests(impl, specs), max_batch_size=len(specs),
+        kv_blocks=kv_blocks, block_size=block_size,
+    )  # fmt: skip
+    check_completions(out, specs)
+    check_memory(log, len(specs), kv_blocks, block_size)
+    late = {c.id: c.first_token for c in out if c.first_token != 0}
+    assert not late, (
+        f"first tokens at steps {late}, expected all at step 0: the {kv_blocks} blocks of "
+        f"{block_size} tokens hold every prompt at once, and arrived requests join at once while "
+        "there is room. A request needs blocks for the tokens it has cached, not for every token "
+        "it may ever have (was its whole future reserved when it joined?)"
+    )
+
+
 def test_a_request_may_fill_the_whole_context(impl):
     specs = [
         WorkloadRequest(1, [5] * MAX_SEQ_LEN, 1, 0),
