@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from grading.impl import REPO_ROOT
-from grading.mutants import WALL_PER_CPU_SECOND, limit_cpu
+from grading.mutants import WALL_PER_CPU_SECOND, WarmJudge, limit_cpu
 
 # One thread per process: the self-test runs several processes at once on a machine of a few
 # cores, and PyTorch's threads, one per core in each, would wait on each other (a test of a
@@ -53,3 +53,12 @@ def run_kata(kata: str, *args: str, timeout: float = 600) -> KataRun:
 @pytest.fixture(scope="session")
 def kata_runner():
     return run_kata
+
+
+@pytest.fixture(scope="session")
+def warm_judge():
+    """One judge per test process: PyTorch is imported once, each mutant or cheat runs in a
+    fresh fork (grading.mutants.WarmJudge)."""
+    judge = WarmJudge()
+    yield judge
+    judge.close()

@@ -22,7 +22,7 @@ import torch
 from grading.cost import count_flops, largest_tensor, measure
 from grading.guards import GuardFailure, JudgeSnapshot, guard_module
 from grading.impl import REPO_ROOT, kata_names, load_module
-from grading.mutants import judge, read_adversary, write_mutant
+from grading.mutants import read_adversary, write_mutant
 from grading.observe import OffTheBooks
 from grading.source_check import check_source
 
@@ -30,7 +30,7 @@ ADVERSARIES = sorted((REPO_ROOT / "tests" / "adversarial").glob("*.py"))
 
 
 @pytest.mark.parametrize("path", ADVERSARIES, ids=[p.stem for p in ADVERSARIES])
-def test_each_cheat_fails_with_its_guards_message(path, tmp_path):
+def test_each_cheat_fails_with_its_guards_message(path, tmp_path, warm_judge):
     mutant, expect = read_adversary(path)
     assert mutant.doc.startswith("Cheat: "), f"{path.name}: its docstring must start 'Cheat: '"
     if _check(path) == "source":
@@ -39,7 +39,7 @@ def test_each_cheat_fails_with_its_guards_message(path, tmp_path):
             f"{path.name} should be refused by the source check with {expect!r}: {reasons}"
         )
         return
-    verdict = judge(mutant, tmp_path, "-x")
+    verdict = warm_judge.judge(mutant, tmp_path, "-x")
     assert verdict.returncode == 1 and expect in verdict.output, (
         f"{path.name} should fail {', '.join(mutant.caught_by)} with {expect!r} "
         f"(exit code {verdict.returncode}):\n{verdict.output[-3000:]}"

@@ -15,7 +15,6 @@ from grading.impl import KATAS_DIR, kata_names
 from grading.mutants import (
     MUTANTS_DIR,
     Mutant,
-    WarmJudge,
     all_mutants,
     mutated_source,
     read_mutant,
@@ -59,14 +58,6 @@ def test_mutant_is_well_formed(path):
     unknown = set(mutant.caught_by) - defined_tests(mutant.kata)
     assert not unknown, f"{mutant.name}: CAUGHT_BY names no test of katas/{mutant.kata}: {unknown}"
     assert mutated_source(mutant) != mutant.reference.read_text()  # raises StaleMutant if stale
-
-
-@pytest.fixture(scope="session")
-def warm_judge():
-    """One judge per test process: PyTorch is imported once, each mutant runs in a fresh fork."""
-    judge = WarmJudge()
-    yield judge
-    judge.close()
 
 
 @pytest.mark.parametrize("path", MUTANTS, ids=IDS)
