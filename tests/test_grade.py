@@ -272,10 +272,11 @@ def burn(seconds: float) -> None:
 def homework(tmp_path_factory):
     """A correct, a subtly wrong, an untouched and a looping context_extension, graded with
     `--kata context_extension` and the default limits (measured on this machine, in a fresh
-    cache) while another process keeps a core busy (with the grader's two jobs, three processes
-    on two cores, besides whatever else the self-test runs); Gradescope's file too. Beside them,
-    the same way, speculative_decoding's reference: the kata whose slowest test needs the most,
-    whose measured limits must still give it full marks."""
+    cache); Gradescope's file too. Beside them, at the same time, speculative_decoding's
+    reference: the kata whose slowest test needs the most, whose measured limits must still give
+    it full marks. Each run is the other's load (the class's two jobs and the one submission's:
+    three processes on two cores, besides whatever else the self-test runs); when one finishes,
+    a process that keeps a core busy takes its place until the other is done."""
     root = tmp_path_factory.mktemp("homework")
     reference = (REPO_ROOT / "reference" / f"{KATA}.py").read_text()
     assert LOOP[0] in reference
@@ -288,26 +289,40 @@ def homework(tmp_path_factory):
     for name, text in files.items():
         (root / "class" / name).mkdir(parents=True)
         (root / "class" / name / f"{KATA}.py").write_text(text)
-    env = {**os.environ, "XDG_CACHE_HOME": str(root / "cache")}
-    load = multiprocessing.get_context("spawn")
-    others = [load.Process(target=burn, args=(900,), daemon=True)]
-    for other in others:
-        other.start()
-    try:
-        done = grade(
+    slow = root / "slow" / f"{SLOW_KATA}.py"
+    slow.parent.mkdir()
+    slow.write_text((REPO_ROOT / "reference" / f"{SLOW_KATA}.py").read_text())
+    runs = {
+        "class": [
             str(root / "class"), "--out", str(root / "out"), "--kata", KATA, "--examples", "3",
-            "--jobs", "2", "--format", "gradescope", env=env,
-        )  # fmt: skip
-        slow = root / "slow" / f"{SLOW_KATA}.py"
-        slow.parent.mkdir()
-        slow.write_text((REPO_ROOT / "reference" / f"{SLOW_KATA}.py").read_text())
-        slow_done = grade(
+            "--jobs", "2", "--format", "gradescope",
+        ],
+        "slow": [
             str(slow), "--out", str(root / "slow_out"), "--kata", SLOW_KATA, "--examples", "3",
-            env=env,
-        )  # fmt: skip
+        ],
+    }  # fmt: skip
+    results: dict[str, subprocess.CompletedProcess] = {}
+    finished = threading.Event()
+
+    def run(name: str) -> None:
+        env = {**os.environ, "XDG_CACHE_HOME": str(root / f"cache_{name}")}
+        try:
+            results[name] = grade(*runs[name], env=env)
+        finally:
+            finished.set()
+
+    threads = [threading.Thread(target=run, args=(name,)) for name in runs]
+    for thread in threads:
+        thread.start()
+    finished.wait()
+    burner = multiprocessing.get_context("spawn").Process(target=burn, args=(900,), daemon=True)
+    burner.start()
+    try:
+        for thread in threads:
+            thread.join()
     finally:
-        for other in others:
-            other.kill()
+        burner.kill()
+    done, slow_done = results["class"], results["slow"]
     assert done.returncode == 0, done.stdout + done.stderr
     assert slow_done.returncode == 0, slow_done.stdout + slow_done.stderr
     slow_grade = report(root / "slow_out", SLOW_KATA)
