@@ -6,8 +6,12 @@ implementation's calls into itself pass straight through):
 
 - runs the call under the always-on counters of `grading.observe` and keeps what they saw in
   `guard.last` (the cost helpers of `grading.cost` read it);
-- fails if the call changed a tensor it was given (also inside lists, tuples and dicts), naming
-  the function and the argument, or wrote into one at all, even to put it back before returning;
+- fails if the call changed a tensor it was given (also inside lists, tuples and dicts), bit for
+  bit or in its memory, layout or autograd state, naming the function and the argument, or
+  wrote into one at all, even to put it back before returning;
+- fails if the call changed the plain data it was given (lists, dicts, requests and prompts;
+  checked again when the test ends, for what changes them later), or a model or module (its
+  weights, buffers, train/eval mode, settings);
 - fails if the call ran an operator its kata forbids, or (for a kernel task) launched no Triton
   kernel, or did more work than the function's budget allows (`grading.rules`);
 - fails if the call ran the shared model with grad mode on (an autograd graph per token);
@@ -92,24 +96,23 @@ _OPAQUE = ("opaque",)  # what `_plain` records for an object it does not look in
 def _plain(value: Any, depth: int = 0) -> tuple:
     """A copy of the plain data in `value`, to compare after the call: numbers and strings, and
     the lists, tuples, dicts and frozen dataclass instances holding them (a request's prompt,
-    its max_new_tokens), as ("value" | "items" | "fields", type, contents). Tensors are compared
-    by `_same`; other objects (a model, a generator, a cache object) are not looked into."""
+    its max_new_tokens), as ("value" | "items" | "fields", type, contents[, the object itself]:
+    a list replaced by an equal one is a change too). Tensors are compared by `_same`; other
+    objects (a generator, a cache object) are not looked into (modules: `_module_state`)."""
     if isinstance(value, (bool, int, float, complex, str, bytes, type(None))):
         return ("value", type(value), value)
     if depth > 8 or isinstance(value, torch.Tensor):
         return _OPAQUE
     if isinstance(value, (list, tuple)):
-        return ("items", type(value), [(i, _plain(v, depth + 1)) for i, v in enumerate(value)])
+        items = [(i, _plain(v, depth + 1)) for i, v in enumerate(value)]
+        return ("items", type(value), items, value)
     if isinstance(value, dict):
-        return ("items", dict, [(k, _plain(v, depth + 1)) for k, v in value.items()])
+        return ("items", type(value), [(k, _plain(v, depth + 1)) for k, v in value.items()], value)
     params = getattr(type(value), "__dataclass_params__", None)
     if params is not None and params.frozen:  # a request: its fields are the caller's
         fields = dataclasses.fields(value)
-        return (
-            "fields",
-            type(value),
-            [(f.name, _plain(getattr(value, f.name), depth + 1)) for f in fields],
-        )
+        items = [(f.name, _plain(getattr(value, f.name), depth + 1)) for f in fields]
+        return ("fields", type(value), items, value)
     return _OPAQUE
 
 
@@ -123,6 +126,8 @@ def _first_difference(before: tuple, after: tuple, name: str) -> str | None:
         return None if before[2] == after[2] or nan else name
     if kind == "opaque":
         return None
+    if before[3] is not after[3]:  # the same values in another object: the caller's is gone
+        return name
     if [key for key, _ in before[2]] != [key for key, _ in after[2]]:
         return f"len({name})" if before[1] is not dict and kind == "items" else name
     for (key, b), (_, a) in zip(before[2], after[2], strict=True):
@@ -132,16 +137,89 @@ def _first_difference(before: tuple, after: tuple, name: str) -> str | None:
     return None
 
 
+_BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}  # by element size
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """The tensor's elements as integers of the same width: -0.0 differs from 0.0 there, and a
+    NaN from a NaN of another payload."""
+    if t.is_complex():
+        t = torch.view_as_real(t)
+    if t.dtype == torch.bool or t.element_size() not in _BITS:
+        return t
+    return t.view(_BITS[t.element_size()])
+
+
 def _same(before: torch.Tensor, after: torch.Tensor) -> bool:
+    """The same values, bit for bit."""
     if before.shape != after.shape or before.dtype != after.dtype:
         return False
-    if torch.equal(before, after):
-        return True
+    return torch.equal(_bits(before), _bits(after))
+
+
+def _layout(t: torch.Tensor) -> tuple:
+    """What a caller holding `t` sees besides its values: its memory, where in it and how laid
+    out, its shape and type, and its autograd state (a `.data = ...`, `set_`, `resize_`,
+    `as_strided_` or `requires_grad_` changes one of these, or a `.grad` given to it)."""
     return (
-        bool(((before == after) | (before.isnan() & after.isnan())).all())
-        if (before.is_floating_point() or before.is_complex())
-        else False
-    )
+        storage_address(t), t.storage_offset(), tuple(t.shape), t.stride(), t.dtype, t.device,
+        t.requires_grad, id(t.grad) if t.is_leaf and t.grad is not None else None,
+    )  # fmt: skip
+
+
+def _modules(value: Any):
+    """The PyTorch modules (a model, an MoE layer) in an argument, also inside lists and
+    tuples."""
+    if isinstance(value, torch.nn.Module):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _modules(item)
+
+
+def _module_members(module: torch.nn.Module) -> tuple[list, list]:
+    """What a caller holding `module` sees of it: each submodule's type, train or eval mode,
+    plain settings (its config), hooks and members; and each parameter, buffer and tensor
+    attribute, by name. The logs a model keeps of its own calls (lists) are its own to write."""
+    parts, tensors = [], []
+    for name, sub in module.named_modules(remove_duplicate=False):
+        settings = []
+        for key, value in vars(sub).items():
+            if isinstance(value, torch.Tensor) and not key.startswith("_"):
+                tensors.append((f"{name}.{key}".lstrip("."), value))
+            elif not key.startswith("_") and not isinstance(value, (list, dict, torch.nn.Module)):
+                settings.append((key, _plain(value)))
+            elif key.endswith("hooks") and isinstance(value, dict):
+                settings.append((key, len(value)))
+        members = [*sub._parameters, "|", *sub._buffers, "|", *sub._modules]
+        parts.append((name, type(sub), sub.training, settings, members))
+    for name, t in (
+        *module.named_parameters(remove_duplicate=False),
+        *module.named_buffers(remove_duplicate=False),
+    ):
+        tensors.append((name, t))
+    return parts, tensors
+
+
+def _module_state(module: torch.nn.Module) -> tuple[list, list]:
+    """`_module_members`, each tensor with its layout and a copy of its values."""
+    parts, tensors = _module_members(module)
+    return parts, [(name, t, _layout(t), t.detach().clone()) for name, t in tensors]
+
+
+def _module_difference(label: str, module: torch.nn.Module, before: tuple) -> str | None:
+    """What of `module` differs from its state `before`, named from `label`; None: nothing."""
+    parts, tensors = _module_members(module)
+    if len(parts) != len(before[0]) or len(tensors) != len(before[1]):
+        return f"`{label}` (its submodules, parameters or buffers)"
+    for (name, *now), (_, *then) in zip(parts, before[0], strict=True):
+        if now != then:
+            where = f"{label}.{name}" if name else label
+            return f"`{where}` (its train/eval mode, settings, hooks or members)"
+    for (name, t), (_, was, layout, values) in zip(tensors, before[1], strict=True):
+        if t is not was or _layout(t) != layout or not _same(values, t.detach()):
+            return f"`{label}.{name}`"
+    return None
 
 
 def _describe(args: tuple, kwargs: dict) -> str:
@@ -166,9 +244,20 @@ class Guard:
         self.last = Observation()  # what the latest outermost call did
         self.probed: dict[str, str | None] = {}  # each probe's verdict, run once per function
         self.calls: dict[str, int] = {}  # outermost calls per function in the current test
+        self.plain: list[tuple[str, list]] = []  # each call's plain arguments in this test
 
     def new_test(self) -> None:
         self.calls.clear()
+        self.plain.clear()
+
+    def after_test(self) -> None:
+        """Fail when the plain data a call of this test was given changed after the call
+        returned (a finaliser or a lazy result that writes to the caller's lists later)."""
+        __tracebackhide__ = True
+        for qualname, plain in reversed(self.plain):  # the latest call first: the likeliest
+            _plain_data_unchanged(
+                qualname, plain, " after it returned (through what it left behind)"
+            )
 
     def wrap(self, fn, qualname: str, method: bool):
         guard = self
@@ -214,7 +303,8 @@ class Guard:
         )
         if self.calls[qualname] > GPU_CALLS and on_gpu:
             return self.unobserved(fn, *args, **kwargs)  # a benchmark's hundredth call
-        saved = [(label, t, t.clone()) for label, t in tensors]
+        saved = [(label, t, t.clone(), _layout(t)) for label, t in tensors]
+        modules = [(n, m, _module_state(m)) for n in names for m in _modules(bound[n])]
         plain = [(n, bound[n], _plain(bound[n])) for n in names]
         watched: dict[int, str] = {}  # storage address -> the arguments whose memory it is
         for label, t in tensors:
@@ -238,6 +328,9 @@ class Guard:
         self.last = seen
         self._check(qualname, seen, saved, zip(models, calls_before, strict=True))
         _plain_data_unchanged(qualname, plain)
+        if kept := [entry for entry in plain if entry[2][0] in ("items", "fields")]:
+            self.plain.append((qualname, kept))
+        _modules_unchanged(qualname, modules)
         _plain_tensors(qualname, result)
         _not_aliasing_arguments(qualname, result, watched)
         if rule.budget is not None:
@@ -262,11 +355,18 @@ class Guard:
     def _check(self, qualname: str, seen: Observation, saved: list, model_logs) -> None:
         """Fail unless the call left its inputs alone and kept to the rules."""
         __tracebackhide__ = True
-        for label, t, before in saved:
+        for label, t, before, layout in saved:
             if not _same(before, t):
                 raise GuardFailure(
                     f"{qualname} changed its argument `{label}` in place; inputs must be left "
                     "alone (the caller may still need them). Work on a copy or on new tensors"
+                )
+            if _layout(t) != layout:
+                raise GuardFailure(
+                    f"{qualname} changed its argument `{label}` in place: its values are the "
+                    "same, but not its memory, layout or autograd state (`.data = ...`, "
+                    "`set_`, `resize_`, `as_strided_`, `requires_grad_`, `.grad`); inputs must "
+                    "be left alone. Work on a copy or on new tensors"
                 )
         if seen.inputs_written:
             label, op = seen.inputs_written[0]
@@ -298,7 +398,7 @@ class Guard:
                 )
 
 
-def _plain_data_unchanged(qualname: str, plain: list) -> None:
+def _plain_data_unchanged(qualname: str, plain: list, when: str = "") -> None:
     """Fail when the call changed a list, dict or dataclass it was given (a request's prompt
     extended, a list of requests sorted or emptied)."""
     __tracebackhide__ = True
@@ -306,9 +406,24 @@ def _plain_data_unchanged(qualname: str, plain: list) -> None:
         where = _first_difference(before, _plain(value), name)
         if where is not None:
             raise GuardFailure(
-                f"{qualname} changed its argument `{where}` in place; arguments must be left "
+                f"{qualname} changed its argument `{where}` in place{when}; arguments must be left "
                 "alone (the caller may still need them): the lists, requests and prompts you are "
                 "given too, not only tensors. Work on a copy (`list(prompt)`, `sorted(requests)`)"
+            )
+
+
+def _modules_unchanged(qualname: str, modules: list) -> None:
+    """Fail when the call changed a model or module it was given (its weights, buffers, mode or
+    settings)."""
+    __tracebackhide__ = True
+    for name, module, before in modules:
+        where = _module_difference(name, module, before)
+        if where is not None:
+            raise GuardFailure(
+                f"{qualname} changed its argument {where} in place; the models and modules you "
+                "are given must be left as they are: their weights and buffers, train/eval mode "
+                "and settings (the caller, and the next call, use them). Work on copies of what "
+                "you need"
             )
 
 
@@ -494,18 +609,20 @@ class JudgeSnapshot:
             for key, value in copy.items()
             for f in _functions(value)
         ]
-        fns = [f for _, f in self.functions]
-        self.codes, self.defaults = list(map(_CODE, fns)), list(map(_DEFAULTS, fns))
+        self.fns = [f for _, f in self.functions]
+        self.codes, self.defaults = list(map(_CODE, self.fns)), list(map(_DEFAULTS, self.fns))
         self.cells = [
             (name, cell)
             for name, f in self.functions
             for cell in f.__closure__ or ()
             if _filled(cell)
         ]
+        self.cell_objects = [cell for _, cell in self.cells]
         self.contents = [cell.cell_contents for _, cell in self.cells]
         self.kwdefaults = [
             (name, f.__kwdefaults__) for name, f in self.functions if f.__kwdefaults__
         ]
+        self.kwdefault_dicts = [d for _, d in self.kwdefaults]
         self.kwdefaults_saved = [dict(d) for _, d in self.kwdefaults]
         self.operators = len(observe._INFO)
         self.operator_entries = list(observe._INFO.items())
@@ -519,21 +636,25 @@ class JudgeSnapshot:
         added attributes too), functions whose code, defaults or closure changed, and the
         counters' or Hypothesis's tables."""
         changed = []
-        for i, (where, namespace, copy, is_class) in enumerate(self.seen):
-            if _equal(namespace, copy):
-                continue
-            found = [
-                f"{where}.{key}" + (" (removed)" if key not in namespace else "")
-                for key, before in copy.items()
-                if namespace.get(key, _MISSING) is not before and not _volatile(key, before)
-            ]
-            if is_class:
-                found += [f"{where}.{key} (added)" for key in namespace if key not in copy]
-            if not found:  # a module's lazy import added a name: compare the whole again
-                self.seen[i] = (where, namespace, dict(namespace), is_class)
-            changed += found
-        fns = [f for _, f in self.functions]
-        if list(map(_CODE, fns)) != self.codes or list(map(_DEFAULTS, fns)) != self.defaults:
+        namespaces = [namespace for _, namespace, _, _ in self.seen]
+        if not _equal(namespaces, [copy for _, _, copy, _ in self.seen]):  # all in one go
+            for i, (where, namespace, copy, is_class) in enumerate(self.seen):
+                if _equal(namespace, copy):
+                    continue
+                found = [
+                    f"{where}.{key}" + (" (removed)" if key not in namespace else "")
+                    for key, before in copy.items()
+                    if namespace.get(key, _MISSING) is not before and not _volatile(key, before)
+                ]
+                if is_class:
+                    found += [f"{where}.{key} (added)" for key in namespace if key not in copy]
+                if not found:  # a module's lazy import added a name: compare the whole again
+                    self.seen[i] = (where, namespace, dict(namespace), is_class)
+                changed += found
+        if (
+            list(map(_CODE, self.fns)) != self.codes
+            or list(map(_DEFAULTS, self.fns)) != self.defaults
+        ):
             for (name, f), code, defaults in zip(
                 self.functions, self.codes, self.defaults, strict=True
             ):
@@ -541,13 +662,13 @@ class JudgeSnapshot:
                     changed.append(f"{name}.__code__")
                 if f.__defaults__ is not defaults:
                     changed.append(f"{name}.__defaults__")
-        if not _equal([c for _, c in self.cells], self.contents, _CONTENTS):
+        if not _equal(self.cell_objects, self.contents, _CONTENTS):
             changed += [
                 f"{name} (a variable of its closure)"
                 for (name, cell), before in zip(self.cells, self.contents, strict=True)
                 if not _filled(cell) or cell.cell_contents is not before
             ]
-        if not _equal([d for _, d in self.kwdefaults], self.kwdefaults_saved):
+        if not _equal(self.kwdefault_dicts, self.kwdefaults_saved):
             changed += [
                 f"{name}.__kwdefaults__"
                 for (name, now), before in zip(self.kwdefaults, self.kwdefaults_saved, strict=True)

@@ -157,12 +157,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item):
-    """After each test of an implementation: fail it if the judge was changed meanwhile."""
+    """After each test of an implementation: fail it if the judge was changed meanwhile, or the
+    plain data given to a call changed after the call."""
     run = item.stash.get(_GPU_RUN, None)
     if run is not None and run.rehearsal:
         result = yield from _tallied(item, run)
     else:
         result = yield
+    for guard in item.config.stash.get(_GUARDS, []):
+        guard.after_test()  # the arguments of its calls, changed later (a finaliser, say)
     judge = item.config.stash.get(_JUDGE, None)
     if judge is not None and "impl" in getattr(item, "fixturenames", ()):
         changed = judge.changes()

@@ -12,6 +12,8 @@ tests expect is listed in each docstring (and in the README).
 Every call is checked by the harness (README, "Rules every call follows"):
 - no argument is changed in place (tensors, lists), nor written to during the call (even if put
   back);
+- unchanged means bit for bit, layout and autograd state included, the models and modules you
+  are given too (weights, buffers, train/eval mode), and also after the call has returned;
 - the work is done with PyTorch on tensors (no NumPy, no DLPack, no bit-casts, no
   .tolist() of more than 256 float elements in a call; in rope_cos_sin integer positions
   count too);

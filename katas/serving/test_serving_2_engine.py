@@ -104,8 +104,8 @@ def test_a_waiting_request_joins_in_the_step_a_row_frees(impl, specs, batch):
 )
 def test_requests_join_while_their_prompts_blocks_are_free(impl, specs, block_size):
     """Everybody arrives at step 0 and the pool holds the blocks of every prompt at once (and
-    of the longest request alone): all join at step 0. A request holds blocks for the tokens it has cached, taken as it grows,
-    never its whole future reserved when it joins."""
+    of the longest request alone): all join at step 0. A request holds blocks for the tokens it
+    has cached, taken as it grows, never its whole future reserved when it joins."""
     specs = [WorkloadRequest(s.id, s.prompt, s.max_new_tokens, 0) for s in specs]
     kv_blocks = sum(-(-len(s.prompt) // block_size) for s in specs)
     needs = max(-(-(len(s.prompt) + s.max_new_tokens - 1) // block_size) for s in specs)
