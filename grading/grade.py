@@ -148,7 +148,13 @@ def kata_entry(run: dict | None, spec) -> dict:
 
 def submission_report(name: str, runs: dict, plan: Assignment, seed: int, env: dict) -> dict:
     katas = {kata: kata_entry(runs.get(kata), spec) for kata, spec in plan.katas.items()}
-    points = round(sum(e["points"] for e in katas.values()), 4)
+    # Summed before rounding: six katas of 16.6667 points each would make 100.0002.
+    exact = [
+        score_kata(runs[kata]["tests"], spec, runs[kata]["zeroed"])[0] * spec.points
+        for kata, spec in plan.katas.items()
+        if runs.get(kata) is not None
+    ]
+    points = round(sum(exact), 4)
     return {
         "submission": name,
         "seed": seed,

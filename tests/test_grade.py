@@ -419,6 +419,19 @@ def test_the_graded_run_keeps_its_caches_in_the_sandbox(tmp_path, monkeypatch):
         assert Path(env[name]).is_relative_to(tmp_path), (name, env[name])
 
 
+def test_full_marks_in_six_katas_are_a_hundred_points():
+    """Each of six katas is worth 100 / 6 points, 16.6667 once rounded; the total is summed
+    before rounding, so that full marks are 100 points, not 100.0002."""
+    from grading.assignment import every_kata
+    from grading.grade import submission_report
+
+    katas = kata_names()[:6]
+    runs = {k: {"tests": [{"part": "1", "status": "passed"}], "reason": "", "zeroed": False}
+            for k in katas}  # fmt: skip
+    report = submission_report("s", runs, every_kata(katas), seed=0, env={})
+    assert report["points"] == 100 and report["score"] == 1
+
+
 def test_an_assignment_scores_by_levels(tmp_path):
     path = tmp_path / "homework.toml"
     path.write_text(
