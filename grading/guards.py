@@ -9,9 +9,12 @@ implementation's calls into itself pass straight through):
 - fails if the call changed a tensor it was given (also inside lists, tuples and dicts), bit for
   bit or in its memory, layout or autograd state, naming the function and the argument, or
   wrote into one at all, even to put it back before returning;
-- fails if the call changed the plain data it was given (lists, dicts, requests and prompts;
-  checked again when the test ends, for what changes them later), or a model or module (its
-  weights, buffers, train/eval mode, settings);
+- fails if the call changed the plain data it was given (lists, dicts, requests and prompts,
+  the attributes of an object such as a cache given to read), or a model or module (its
+  weights, buffers, train/eval mode, settings); all of it, tensors included, is checked again
+  when the test ends, for what changes it later (a finaliser, a lazy result; a test that
+  changes its own tensors after a call says so first: `caller_changes`);
+- fails if the implementation put its own functions back in place of the wrappers;
 - fails if the call ran an operator its kata forbids, or (for a kernel task) launched no Triton
   kernel, or did more work than the function's budget allows (`grading.rules`);
 - fails if the call ran the shared model with grad mode on (an autograd graph per token);
@@ -74,20 +77,36 @@ def api_names(stub: Path) -> list[str]:
     ]
 
 
-def _tensors(value: Any, name: str):
-    """(name, tensor) for every tensor in `value`, looking inside lists, tuples, dicts and
-    dataclass instances (a `Request`, a `SpecStats`)."""
+def _is_object(value: Any) -> bool:
+    """An instance of a plain Python class (a cache object of the implementation's own class),
+    whose attributes are the caller's: not a tensor, module, class, function or callable."""
+    return hasattr(value, "__dict__") and not (
+        isinstance(value, (torch.Tensor, torch.nn.Module, type, ModuleType)) or callable(value)
+    )
+
+
+def _tensors(value: Any, name: str, depth: int = 0, objects: bool = True):
+    """(name, tensor) for every tensor in `value`, looking inside lists, tuples, dicts,
+    dataclass instances (a `Request`) and, with `objects`, other objects' attributes (a
+    `PagedKVCache`)."""
     if isinstance(value, torch.Tensor):
         yield name, value
+    elif depth > 8:
+        return
     elif isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
-            yield from _tensors(item, f"{name}[{i}]")
+            yield from _tensors(item, f"{name}[{i}]", depth + 1, objects)
     elif isinstance(value, dict):
         for key, item in value.items():
-            yield from _tensors(item, f"{name}[{key!r}]")
+            yield from _tensors(item, f"{name}[{key!r}]", depth + 1, objects)
     elif dataclasses.is_dataclass(value) and not isinstance(value, type):
         for field in dataclasses.fields(value):
-            yield from _tensors(getattr(value, field.name), f"{name}.{field.name}")
+            yield from _tensors(
+                getattr(value, field.name), f"{name}.{field.name}", depth + 1, objects
+            )
+    elif objects and _is_object(value):
+        for key, item in list(vars(value).items()):
+            yield from _tensors(item, f"{name}.{key}", depth + 1)
 
 
 _OPAQUE = ("opaque",)  # what `_plain` records for an object it does not look inside
@@ -95,13 +114,17 @@ _OPAQUE = ("opaque",)  # what `_plain` records for an object it does not look in
 
 def _plain(value: Any, depth: int = 0) -> tuple:
     """A copy of the plain data in `value`, to compare after the call: numbers and strings, and
-    the lists, tuples, dicts and frozen dataclass instances holding them (a request's prompt,
-    its max_new_tokens), as ("value" | "items" | "fields", type, contents[, the object itself]:
-    a list replaced by an equal one is a change too). Tensors are compared by `_same`; other
-    objects (a generator, a cache object) are not looked into (modules: `_module_state`)."""
+    the lists, tuples, dicts, dataclass instances and other objects holding them (a request's
+    prompt, its max_new_tokens; a cache object's tables), as ("value" | "items" | "fields",
+    type, contents[, the object itself]: a list replaced by an equal one is a change too). A
+    tensor is recorded as itself ("tensor"): another one in its place, however equal, is a
+    change (its values are compared by `_same`). What has no attributes of its own (a
+    generator) is not looked into, nor are modules (`_module_state`)."""
     if isinstance(value, (bool, int, float, complex, str, bytes, type(None))):
         return ("value", type(value), value)
-    if depth > 8 or isinstance(value, torch.Tensor):
+    if isinstance(value, torch.Tensor):
+        return ("tensor", torch.Tensor, value)
+    if depth > 8:
         return _OPAQUE
     if isinstance(value, (list, tuple)):
         items = [(i, _plain(v, depth + 1)) for i, v in enumerate(value)]
@@ -113,26 +136,35 @@ def _plain(value: Any, depth: int = 0) -> tuple:
         fields = dataclasses.fields(value)
         items = [(f.name, _plain(getattr(value, f.name), depth + 1)) for f in fields]
         return ("fields", type(value), items, value)
+    if _is_object(value):  # a cache object given to read: its attributes are the caller's
+        items = [(key, _plain(v, depth + 1)) for key, v in list(vars(value).items())]
+        return ("object", type(value), items, value)
     return _OPAQUE
 
 
-def _first_difference(before: tuple, after: tuple, name: str) -> str | None:
-    """Where two `_plain` copies first differ, as a path from `name` (None: nowhere)."""
+def _first_difference(before: tuple, after: tuple, name: str, later: bool = False) -> str | None:
+    """Where two `_plain` copies first differ, as a path from `name` (None: nowhere). `later`:
+    after the call, when an object's own methods may have changed it since (a cache the test
+    appends to after reading it)."""
     if before[:2] != after[:2]:
         return name
     kind = before[0]
+    if kind == "object" and later:
+        return None
     if kind == "value":
         nan = before[2] != before[2] and after[2] != after[2]
         return None if before[2] == after[2] or nan else name
     if kind == "opaque":
         return None
+    if kind == "tensor":  # another tensor in its place
+        return None if before[2] is after[2] else name
     if before[3] is not after[3]:  # the same values in another object: the caller's is gone
         return name
     if [key for key, _ in before[2]] != [key for key, _ in after[2]]:
         return f"len({name})" if before[1] is not dict and kind == "items" else name
     for (key, b), (_, a) in zip(before[2], after[2], strict=True):
-        label = f"{name}.{key}" if kind == "fields" else f"{name}[{key!r}]"
-        if (where := _first_difference(b, a, label)) is not None:
+        label = f"{name}[{key!r}]" if kind == "items" else f"{name}.{key}"
+        if (where := _first_difference(b, a, label, later)) is not None:
             return where
     return None
 
@@ -155,6 +187,16 @@ def _same(before: torch.Tensor, after: torch.Tensor) -> bool:
     if before.shape != after.shape or before.dtype != after.dtype:
         return False
     return torch.equal(_bits(before), _bits(after))
+
+
+def _version(t: torch.Tensor) -> int | None:
+    """How many times `t` was written to in place (through itself or a view; not through
+    `.data`, which `_same` sees instead); None for a tensor that does not count (an inference
+    tensor)."""
+    try:
+        return t._version
+    except RuntimeError:
+        return None
 
 
 def _layout(t: torch.Tensor) -> tuple:
@@ -245,18 +287,68 @@ class Guard:
         self.probed: dict[str, str | None] = {}  # each probe's verdict, run once per function
         self.calls: dict[str, int] = {}  # outermost calls per function in the current test
         self.plain: list[tuple[str, list]] = []  # each call's plain arguments in this test
+        # The tensors and modules the calls of this test were given, by id, each as the latest
+        # call left it: (qualname, label, the tensor, its values, layout, version) and
+        # (qualname, label, the module, its state). Held until the test ends.
+        self.later: dict[int, tuple] = {}
+        self.later_modules: dict[int, tuple] = {}
+        # Where the wrappers were put ({attribute: value} namespace, attribute) and the wrappers:
+        # an implementation that puts its unguarded functions back is seen.
+        self.slots: list[tuple[Any, str]] = []
+        self.wrappers: list[Any] = []
 
     def new_test(self) -> None:
         self.calls.clear()
         self.plain.clear()
+        self.later.clear()
+        self.later_modules.clear()
+
+    def place(self, owner: Any, attr: str, wrapper: Any) -> None:
+        """Put `wrapper` at `owner.attr` (a module's function, a class's method), and remember
+        it there."""
+        setattr(owner, attr, wrapper)
+        self.slots.append((vars(owner), attr))
+        self.wrappers.append(wrapper)
+
+    def caller_changes(self, values: tuple) -> None:
+        """The test itself changes these tensors (and every view of their memory) or modules
+        after the calls it gave them to: leave them out of the check at the test's end."""
+        addresses = {storage_address(v) for v in values if isinstance(v, torch.Tensor)}
+        modules = {id(v) for v in values if isinstance(v, torch.nn.Module)}
+        for key, entry in list(self.later.items()):
+            if storage_address(entry[2]) in addresses:
+                del self.later[key]
+        for key in modules:
+            self.later_modules.pop(key, None)
 
     def after_test(self) -> None:
-        """Fail when the plain data a call of this test was given changed after the call
-        returned (a finaliser or a lazy result that writes to the caller's lists later)."""
+        """Fail when what a call of this test was given changed after the call returned (a
+        finaliser or a lazy result that writes to the caller's lists, tensors or models later),
+        or when the implementation put its unguarded functions back in place of the wrappers."""
         __tracebackhide__ = True
+        self._still_guarded()
+        when = " after it returned (through what it left behind)"
         for qualname, plain in reversed(self.plain):  # the latest call first: the likeliest
-            _plain_data_unchanged(
-                qualname, plain, " after it returned (through what it left behind)"
+            _plain_data_unchanged(qualname, plain, when)
+        for qualname, label, t, values, layout, version in reversed(self.later.values()):
+            if not _same(values, t) or _layout(t) != layout or _version(t) != version:
+                raise GuardFailure(
+                    f"{qualname} changed its argument `{label}`{when}: a tensor you are given "
+                    "must stay as it is after the call too (bit for bit, in its memory, layout "
+                    "and autograd state); nothing you return or keep may change it later (a "
+                    "finaliser, a lazy result). Work on a copy or on new tensors"
+                )
+        _modules_unchanged("", list(reversed(self.later_modules.values())), when)
+
+    def _still_guarded(self) -> None:
+        __tracebackhide__ = True
+        if [ns.get(attr) for ns, attr in self.slots] != self.wrappers:
+            moved = [a for (ns, a), w in zip(self.slots, self.wrappers, strict=True)
+                     if ns.get(a) is not w]  # fmt: skip
+            raise GuardFailure(
+                f"the judge was changed: the implementation replaced its own {', '.join(moved)} "
+                "after the harness had put its checks around them (the tests call them through "
+                "the harness: grading/guards.py). A solution may not patch the test harness"
             )
 
     def wrap(self, fn, qualname: str, method: bool):
@@ -295,6 +387,8 @@ class Guard:
         except (TypeError, AttributeError):  # the call itself will say what is wrong
             bound = {f"argument {i}": a for i, a in enumerate(args)} | kwargs
         names = list(bound)[1:] if method else list(bound)
+        rule = self.rules.get(qualname, Rule())
+        names = [n for n in names if n not in rule.changes]  # a cache it appends to, by contract
         tensors = [(label, t) for n in names for label, t in _tensors(bound[n], n)]
         self.calls[qualname] = self.calls.get(qualname, 0) + 1
         models = [m for m in (*args, *kwargs.values()) if isinstance(m, TinyLlama)]
@@ -304,6 +398,7 @@ class Guard:
         if self.calls[qualname] > GPU_CALLS and on_gpu:
             return self.unobserved(fn, *args, **kwargs)  # a benchmark's hundredth call
         saved = [(label, t, t.clone(), _layout(t)) for label, t in tensors]
+        later = {label for n in names for label, _ in _tensors(bound[n], n, objects=False)}
         modules = [(n, m, _module_state(m)) for n in names for m in _modules(bound[n])]
         plain = [(n, bound[n], _plain(bound[n])) for n in names]
         watched: dict[int, str] = {}  # storage address -> the arguments whose memory it is
@@ -313,7 +408,6 @@ class Guard:
                     f"{watched[address]}` / `{label}" if address in watched else label
                 )
         calls_before = [len(m.calls) for m in models]
-        rule = self.rules.get(qualname, Rule())
         self.depth += 1
         try:
             with observing(watched, integers=rule.lists_integers) as seen:
@@ -325,12 +419,18 @@ class Guard:
         finally:
             self.depth -= 1
             self._judge_unchanged(qualname)
+            self._still_guarded()
         self.last = seen
         self._check(qualname, seen, saved, zip(models, calls_before, strict=True))
         _plain_data_unchanged(qualname, plain)
         if kept := [entry for entry in plain if entry[2][0] in ("items", "fields")]:
             self.plain.append((qualname, kept))
         _modules_unchanged(qualname, modules)
+        for label, t, before, layout in saved:  # checked again when the test ends
+            if label in later:  # not inside an object, which its own methods may change
+                self.later[id(t)] = (qualname, label, t, before, layout, _version(t))
+        for name, module, state in modules:
+            self.later_modules[id(module)] = (qualname, name, module, state)
         _plain_tensors(qualname, result)
         _not_aliasing_arguments(qualname, result, watched)
         if rule.budget is not None:
@@ -403,7 +503,7 @@ def _plain_data_unchanged(qualname: str, plain: list, when: str = "") -> None:
     extended, a list of requests sorted or emptied)."""
     __tracebackhide__ = True
     for name, value, before in plain:
-        where = _first_difference(before, _plain(value), name)
+        where = _first_difference(before, _plain(value), name, later=bool(when))
         if where is not None:
             raise GuardFailure(
                 f"{qualname} changed its argument `{where}` in place{when}; arguments must be left "
@@ -412,15 +512,16 @@ def _plain_data_unchanged(qualname: str, plain: list, when: str = "") -> None:
             )
 
 
-def _modules_unchanged(qualname: str, modules: list) -> None:
+def _modules_unchanged(qualname: str, modules: list, when: str = "") -> None:
     """Fail when the call changed a model or module it was given (its weights, buffers, mode or
-    settings)."""
+    settings). `modules`: (name, module, state), or (qualname, name, module, state) each."""
     __tracebackhide__ = True
-    for name, module, before in modules:
+    for *call, name, module, before in modules:
         where = _module_difference(name, module, before)
         if where is not None:
             raise GuardFailure(
-                f"{qualname} changed its argument {where} in place; the models and modules you "
+                f"{call[0] if call else qualname} changed its argument {where} in place{when}; "
+                "the models and modules you "
                 "are given must be left as they are: their weights and buffers, train/eval mode "
                 "and settings (the caller, and the next call, use them). Work on copies of what "
                 "you need"
@@ -498,8 +599,16 @@ def guard_module(
                     if cls is obj or cls.__module__ == module.__name__:
                         _guard_class(guard, cls, name)
         elif callable(obj):  # a function, or anything else that stands in for one
-            setattr(module, name, guard.wrap(obj, name, method=False))
+            guard.place(module, name, guard.wrap(obj, name, method=False))
     return guard
+
+
+def caller_changes(fn, *values: Any) -> None:
+    """For a test that changes, after the calls it gave them to, its own tensors (a caller
+    reusing its buffers) or modules: the guard of `fn` (any guarded function or method of the
+    implementation) leaves them, and every view of their memory, out of its check at the test's
+    end. A test calls it right before it makes the change."""
+    fn.__guard__.caller_changes(values)
 
 
 def _guard_class(guard: Guard, cls: type, name: str) -> None:
@@ -511,14 +620,15 @@ def _guard_class(guard: Guard, cls: type, name: str) -> None:
             continue  # a base shared by two classes of the API: wrapped already
         qualname = f"{name}.{attr}"
         if inspect.isfunction(value):
-            setattr(cls, attr, guard.wrap(value, qualname, method=True))
+            guard.place(cls, attr, guard.wrap(value, qualname, method=True))
         elif isinstance(value, staticmethod):
-            setattr(cls, attr, staticmethod(guard.wrap(value.__func__, qualname, method=False)))
+            wrapper = staticmethod(guard.wrap(value.__func__, qualname, method=False))
+            guard.place(cls, attr, wrapper)
         elif isinstance(value, classmethod):
-            setattr(cls, attr, classmethod(guard.wrap(value.__func__, qualname, method=True)))
+            guard.place(cls, attr, classmethod(guard.wrap(value.__func__, qualname, method=True)))
         elif isinstance(value, property) and value.fget is not None:
             fget = guard.wrap(value.fget, qualname, method=True)
-            setattr(cls, attr, property(fget, value.fset, value.fdel, value.__doc__))
+            guard.place(cls, attr, property(fget, value.fset, value.fdel, value.__doc__))
 
 
 # ----------------------------------------------------------------------------------------------

@@ -65,6 +65,10 @@ class Rule:
     # True: the function's integer tensors are numbers it computes with (positions), not token
     # ids, so `.tolist()` of them counts toward the off-the-books limit (grading.observe).
     lists_integers: bool = False
+    # Arguments the function changes by its contract (the cache a decoding step appends to):
+    # the guards do not hold those to "left alone". Every other argument, an object of the
+    # implementation's own class included, must be.
+    changes: frozenset[str] = frozenset()
 
 
 def _heads(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int, int, int, int, int]:
@@ -209,7 +213,7 @@ RULES: dict[str, dict[str, Rule]] = {
         "block_sparse_attention": Rule(FUSED_ATTENTION, _FUSED, budget=allowed_blocks),
         "linear_attention": Rule(FUSED_ATTENTION, _FUSED, budget=linear_in_length),
         "linear_attention_step": _ATTENTION,
-        "sliding_window_decode_step": _ATTENTION,
+        "sliding_window_decode_step": Rule(FUSED_ATTENTION, _FUSED, changes=frozenset({"cache"})),
     },
     "context_extension": {"rope_cos_sin": Rule(lists_integers=True)},
     "moe": {"moe_forward": Rule(budget=k_experts_per_token)},

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from grading.cost import count_flops, count_multiplies, largest_tensor, measure
 from grading.devices import float_dtypes
 from grading.errors import BadCall, assert_value_error
+from grading.guards import caller_changes
 from grading.strategies import lengths, randn, seeds
 from grading.tolerance import assert_close
 from katas.context_extension.cases import (
@@ -404,6 +405,7 @@ def test_tables_are_the_callers_own(impl, d, base, n, scribble):
                 hint="a second call gave other values after the caller changed the first call's "
                 "tables in place: return new tensors on every call, not views of a kept table",
             )
+        caller_changes(impl.rope_cos_sin, inv_freq, cos, sin)  # the caller's own tensors
         for t in (inv_freq, cos, sin):
             t.fill_(float("nan") if scribble == "nan" else 0.0)
 

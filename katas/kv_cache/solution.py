@@ -7,6 +7,7 @@ Every call is checked by the harness (README, "Rules every call follows"):
 - no argument is changed in place (tensors, lists);
 - unchanged means bit for bit, layout and autograd state included, the models and modules you
   are given too (weights, buffers, train/eval mode), and also after the call has returned;
+- an object given to read (paged_attention's cache) keeps its attributes as they were;
 - the work is done with PyTorch on tensors (no NumPy, no DLPack, no bit-casts, no
   .tolist() of more than 256 float elements in a call);
 - the work happens in the call's own thread (no threads or processes);

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from grading.cost import held_bytes, largest_tensor, measure
 from grading.errors import BadCall, assert_value_error
+from grading.guards import caller_changes
 from grading.strategies import gqa_heads, lengths, randn, seeds
 from grading.tolerance import assert_close, assert_error_within
 from katas.kv_cache.cases import (
@@ -202,6 +203,7 @@ def test_update_keeps_its_own_copy(impl):
     k, v = randn((B, Hkv, 3, D), seed=1), randn((B, Hkv, 3, D), seed=2)
     want_k, want_v = k.clone(), v.clone()
     cache.update(0, k, v)
+    caller_changes(impl.KVCache.update, k, v)
     k.fill_(float("nan"))  # the caller reuses its buffers
     v.fill_(float("nan"))
     k_all, v_all = cache.update(0, randn((B, Hkv, 1, D), seed=3), randn((B, Hkv, 1, D), seed=4))

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from grading.cost import held_bytes
 from grading.errors import BadCall, assert_value_error
+from grading.guards import caller_changes
 from grading.oracles import attention_oracle, attention_scores
 from grading.strategies import gqa_heads, randn, seeds
 from grading.tolerance import assert_close
@@ -183,6 +184,7 @@ def test_pool_holds_the_tokens_where_the_block_table_says(impl):
         v = randn((HKV, T, D), seed=50 + step, dtype=torch.float64)
         cache.append(seq, k, v)
         given_kv.setdefault(seq, []).append((k.clone(), v.clone()))
+        caller_changes(impl.PagedKVCache.append, k, v)
         k.fill_(float("nan"))  # the caller reuses its buffers
         v.fill_(float("nan"))
     assert held_bytes(cache) == expected, (

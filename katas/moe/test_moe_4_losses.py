@@ -10,6 +10,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from grading.errors import BadCall, assert_value_error
+from grading.guards import caller_changes
 from grading.strategies import lengths, randn, seeds
 from grading.tolerance import assert_close
 from katas.moe.cases import (
@@ -181,6 +182,7 @@ def test_load_balancing_loss_matches_oracle_and_its_gradient(impl, spec: Routing
         name="loss with the tokens shuffled",
         hint="the loss is a sum over experts of averages over tokens: token order cannot matter",
     )
+    caller_changes(impl.load_balancing_loss, logits)  # its .grad, by the caller's backward
     loss.reshape(()).backward()
     assert logits.grad is not None, (
         "no gradient reached the logits: P_e must come from differentiable ops on the softmax"
@@ -250,6 +252,7 @@ def test_router_z_loss_matches_oracle(impl, T, E, scale, seed):
         f"with all logits 0 it is log(E)² = {math.log(E) ** 2:.6g}. If only large logits fail: "
         f"{PRECISION}",
     )
+    caller_changes(impl.router_z_loss, logits)  # its .grad, by the caller's backward
     loss.reshape(()).backward()
     # The gradient is 2 · lse · softmax / T. In float32, logits - max carries an error of about
     # 1e-7 x |logits|, so softmax (and the gradient) is only that exact: the check stops at 100.
