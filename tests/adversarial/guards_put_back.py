@@ -19,7 +19,6 @@ EDITS = [
     ),
     (
         "# Level 3: a paged cache\n",
-        "_UNGUARDED = [generate]\n\n\n"
-        "# Level 3: a paged cache\n",
+        "_UNGUARDED = [generate]\n\n\n# Level 3: a paged cache\n",
     ),
 ]
