@@ -19,7 +19,7 @@ SWEEP_SEED = "3"
 @pytest.mark.parametrize("kata", kata_names())
 def test_reference_passes_random_examples(kata, kata_runner):
     # Only the drawn tests (Hypothesis marks them): the others give the same verdict under every
-    # profile, and tests/test_katas.py runs them already.
+    # profile, and the graded runs of tests/test_grade.py run them already.
     run = kata_runner(
         kata, "--impl", "reference", "--hypothesis-profile", "sweep", "--hypothesis-seed",
         SWEEP_SEED, "-m", "hypothesis",
