@@ -83,9 +83,12 @@ def selftest(session: nox.Session) -> None:
     # The simulation's tests need its extra (Textual), the checkpoint loader `models`, the
     # grader's Ray backend `cluster`.
     # One PyTorch thread per process (tests/conftest.py): the workers share the machine's cores.
+    # One worker more than cores: while a test waits (on Ray starting, a terminal, a hung test
+    # running into its limit) its core goes to the others.
     session.env["OMP_NUM_THREADS"] = "1"
+    workers = str((os.cpu_count() or 1) + 1)
     pytest(
-        session, "tests", "-n", "auto", "--dist", "loadgroup", "-v", "--durations=10",
+        session, "tests", "-n", workers, "--dist", "loadgroup", "-v", "--durations=10",
         extra="sim,models,cluster",
     )  # fmt: skip
 

@@ -14,10 +14,10 @@
   something too;
 - work taken off the books: `.numpy()`, `__array__` (what NumPy calls to read a tensor), DLPack
   export, bit-casting floating-point data to integers, and `.tolist()` of more than
-  `TOLIST_LIMIT` floating-point elements in one call (in one piece or in many, also once
-  converted to integers; integer ones too where the guard says they are numbers to compute
-  with, not token ids) fail at once, since no counter sees what happens to the numbers
-  afterwards;
+  `TOLIST_LIMIT` floating-point elements in one call (in one piece or in many, `.item()` by
+  `.item()` too, also once converted to integers; integer ones too where the guard says they
+  are numbers to compute with, not token ids) fail at once, since no counter sees what happens
+  to the numbers afterwards;
 - writes into the call's own arguments: every operator that writes into memory one of the
   `watched` tensors owns is recorded, so a write undone before the call returns shows too;
 - work in other threads or processes, where no counter is on: starting a thread or a process
@@ -178,10 +178,11 @@ class Observation:
 class _Counters(TorchDispatchMode):
     """FLOPs, the largest tensor and the operator names, in one pass over each PyTorch op."""
 
-    def __init__(self, seen: Observation, watched: dict[int, str]) -> None:
+    def __init__(self, seen: Observation, watched: dict[int, str], integers: bool = False) -> None:
         super().__init__()
         self.seen = seen
         self.watched = watched  # storage address -> the argument that owns it
+        self.integers = integers  # integer tensors are numbers to compute with (positions)
         self.paused = 0  # > 0 while a Triton kernel runs: its host copies are not the solution's
 
     @classmethod
@@ -205,6 +206,8 @@ class _Counters(TorchDispatchMode):
             raise exc.with_traceback(None) from exc.__cause__
         if self.paused:
             return out
+        if func is _ITEM:
+            self._note_item(args[0])
         if func is _BITCAST and args[0].is_floating_point() and not out.is_floating_point():
             raise OffTheBooks(
                 f"off the books: the implementation bit-cast a {args[0].dtype} tensor of shape "
@@ -240,6 +243,19 @@ class _Counters(TorchDispatchMode):
                         t.numel(), t.numel() * t.element_size(), tuple(t.shape), str(func)
                     )
         return out
+
+    def _note_item(self, t: torch.Tensor) -> None:
+        """`.item()`, `float(t)`, `int(t)`: one number into Python, counted toward the limit like
+        an element of `.tolist()` (a loop over `.item()` is a `.tolist()` in many pieces)."""
+        converted = self.seen.from_floats.get(id(t)) is t
+        if (
+            t.is_floating_point()
+            or t.is_complex()
+            or converted
+            or (self.integers and t.dtype != torch.bool)
+        ):
+            kind = "integer or floating-point" if self.integers else None
+            _listed(self.seen, 1, f".item() of {t.dtype} numbers, one by one", kind)
 
     def _note_writes(self, info: _OpInfo, args: tuple, kwargs: dict) -> None:
         """Record the watched arguments whose memory the operator wrote into."""
@@ -281,6 +297,7 @@ _PRODUCTS = frozenset({"mul", "mul_", "addcmul", "addcmul_", "div", "div_", "add
 _VECTOR_PRODUCTS = {"mv": 0, "addmv": 1, "dot": 0, "vdot": 0, "prod": 0, "cumprod": 0}
 _INFO: dict[int, _OpInfo] = {}  # by id(operator): an operator's own hash is slow Python
 _BITCAST = torch.ops.aten.view.dtype
+_ITEM = torch.ops.aten._local_scalar_dense.default  # .item(), float(t), int(t), bool(t)
 # Operators that turn floating-point values into integer ones (x.long(), x.to(torch.int32), and
 # copying floats into an integer tensor).
 _CASTS = frozenset({"_to_copy", "copy_", "copy"})
@@ -612,7 +629,7 @@ def observing(watched: dict[int, str] | None = None, *, integers: bool = False):
     count toward the `.tolist()` limit like floating-point ones.
     """
     seen = Observation()
-    counters = _Counters(seen, watched or {})
+    counters = _Counters(seen, watched or {}, integers)
     patches = _off_the_books_patches(_REAL_TENSOR_METHODS, seen, integers) + _CONCURRENCY
     with _patched(patches + _triton_patches(seen, counters)), counters:
         yield seen

@@ -19,7 +19,7 @@ Every call is checked by the harness (README, "Rules every call follows"):
 - unchanged means bit for bit, layout and autograd state included, the models and modules you
   are given too (weights, buffers, train/eval mode), and also after the call has returned;
 - the work is done with PyTorch on tensors (no NumPy, no DLPack, no bit-casts, no
-  .tolist() of more than 256 float elements in a call);
+  .tolist() or .item() of more than 256 float elements in a call);
 - the work happens in the call's own thread (no threads or processes);
 - results are plain torch.Tensor objects, never subclasses;
 - the judge (the harness, the tests, Hypothesis's settings) is left alone;
