@@ -8,7 +8,9 @@ rows that every matrix product multiplies through each model's attention project
 view such as `weight.T`. Every real call sends each of its tokens through each of those weights
 once, in one product (the model's own code, whatever attention or feed-forward the caller
 supplies), so each weight's products, in order, must read exactly like the log: one per logged
-call, with as many rows as that call fed tokens.
+call, with as many rows as that call fed tokens. And each logged call must name the entry point
+that really ran it (`cache=None` in its rows for `forward_packed`, a cache for `forward_batch`),
+as the call stack shows it at the output head's product.
 
 The batching and serving test kits run every call they read the log of under `audited`. A
 mismatch fails as a `GuardFailure`: the log is the evidence every schedule test reads.
@@ -16,6 +18,7 @@ mismatch fails as a `GuardFailure`: the log is the evidence every schedule test 
 
 from __future__ import annotations
 
+import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -23,6 +26,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from grading.guards import GuardFailure
+from grading.model import TinyLlama
 
 # Matrix products as they reach the dispatcher (`linear` and `matmul` arrive as these), by the
 # id of each overload: an operator's own hash is slow Python.
@@ -41,6 +45,9 @@ class _Weights:
     model: object
     by_storage: dict[int, tuple[str, int]]
     rows: dict[str, list[int]] = field(default_factory=dict)  # weight name -> rows per product
+    # Which entry point ran each call, as the call stack shows it at the output head's product:
+    # "forward_packed" or "forward_batch" (the model's own frames, whose code the judge checks).
+    entries: list[str] = field(default_factory=list)
     calls: int = 0  # len(model.calls) when the block began
     logged: int = 0  # len(model.batch_log) when the block began
 
@@ -79,7 +86,27 @@ class _RowCounter(TorchDispatchMode):
                 if ptr in audit.by_storage:
                     name, features = audit.by_storage[ptr]
                     audit.rows[name].append(out.numel() // features)
+                    if name == "lm_head":
+                        audit.entries.append(_entry_point())
         return out
+
+
+_ENTRY_POINTS = {
+    TinyLlama.forward_packed.__code__: "forward_packed",
+    TinyLlama.forward_batch.__code__: "forward_batch",
+}
+
+
+def _entry_point() -> str:
+    """The public method of the model that the running call came in through, read from the
+    stack: the frame that called the model's `_packed`."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code is TinyLlama._packed.__code__:
+            caller = frame.f_back
+            return _ENTRY_POINTS.get(caller.f_code, "another way") if caller else "another way"
+        frame = frame.f_back
+    return "another way"
 
 
 def _short(values: list[int], what: str = "calls feeding", unit: str = "tokens") -> str:
@@ -97,6 +124,17 @@ def _check(w: _Weights, label: str) -> None:
             "reads it"
         )
     batched = [call.new_tokens for call in model.batch_log[w.logged :]]  # tokens per call
+    logged = [
+        "forward_packed" if all(row.cache is None for row in call.rows) else "forward_batch"
+        for call in model.batch_log[w.logged :]
+    ]
+    if len(logged) == len(w.entries) and logged != w.entries:
+        i = next(i for i, (a, b) in enumerate(zip(logged, w.entries, strict=True)) if a != b)
+        raise GuardFailure(
+            f"model log: {label}'s call {i} of this call ran through model.{w.entries[i]}, but "
+            f"model.batch_log records a {logged[i]} call there (each row's cache): the model "
+            "logs each of its calls itself; never write to model.batch_log or model.calls"
+        )
     calls = len(model.calls) - w.calls
     for name, rows in w.rows.items():
         if rows == batched and len(rows) == calls:

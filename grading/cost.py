@@ -99,8 +99,10 @@ def measure(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Obs
     nothing) is called again on fresh values of the same shapes. An answer that comes from a
     memory of earlier calls shows: the fresh call costs more than twice as much, or returns the
     very same numbers. Then it is called on those same tensors again (a memory keyed on the
-    tensors themselves costs nothing there), and once more after they are changed in place (a
-    memory keyed on their identity answers with stale numbers). When the function is given the
+    tensors themselves costs nothing there), and once more after they are changed in place but
+    for their first and last elements (a memory keyed on their identity, or on those elements,
+    answers with stale numbers: it must agree with a call on copies of the changed values).
+    When the function is given the
     shared model, a call on the fresh values runs with every counter off instead; the model,
     which logs its own calls, must be called the same way as under the counters. Two results
     that are one tensor are reported as aliasing.
@@ -171,7 +173,13 @@ def _no_memory_of_the_tensors(fn, guard, fresh, fresh_result, args, kwargs, gen)
     for before, after in zip(
         _float_leaves(inputs), _float_leaves(_fresh(inputs, gen)), strict=True
     ):
-        before.copy_(after)  # in place: the same tensors, with new values
+        # In place: the same tensors, with new values but for the first and the last element
+        # (a memory keyed on those, or on the identity, is caught below).
+        first, last = (0,) * before.dim(), tuple(n - 1 for n in before.shape)
+        ends = (before[first].clone(), before[last].clone())
+        before.copy_(after)
+        if before.numel() > 2:
+            before[first], before[last] = ends
     changed = fn(*args, **kwargs)
     if _same_result(numbers, changed):
         raise GuardFailure(
@@ -180,6 +188,46 @@ def _no_memory_of_the_tensors(fn, guard, fresh, fresh_result, args, kwargs, gen)
             "pointer or version) answers with stale numbers. Compute every answer from the values "
             "it is given"
         )
+    expected = fn(*_copies(args), **_copies(kwargs))  # the same values in new tensors
+    if not _close_results(changed, expected):
+        raise GuardFailure(
+            f"answers from memory: after its input tensors were changed in place (all but their "
+            f"first and last elements), {fn.__name__} gave other numbers than on copies of those "
+            "same values in new tensors: something kept from an earlier call and keyed on part of "
+            "a tensor (its identity, data pointer, shape, first or last elements) answered. "
+            "Compute every answer from the values it is given"
+        )
+
+
+def _copies(value: Any) -> Any:
+    """`value` with every tensor (also in lists, tuples and dicts) replaced by a copy."""
+    if isinstance(value, torch.Tensor):
+        copy = value.detach().clone()
+        return copy.requires_grad_(value.requires_grad) if copy.is_floating_point() else copy
+    if isinstance(value, (list, tuple)) and type(value) in (list, tuple):
+        return type(value)(_copies(v) for v in value)
+    if isinstance(value, dict) and type(value) is dict:
+        return {k: _copies(v) for k, v in value.items()}
+    return value
+
+
+_RTOL = {torch.float16: 1e-2, torch.bfloat16: 5e-2, torch.float32: 1e-4}  # else 1e-10
+
+
+def _close_results(a: Any, b: Any) -> bool:
+    """The floating-point tensors of two results agree, to a little more than rounding."""
+    first, second = _float_leaves(a), _float_leaves(b)
+    if len(first) != len(second):
+        return False
+    for x, y in zip(first, second, strict=True):
+        if x.shape != y.shape:
+            return False
+        rtol = _RTOL.get(y.dtype, 1e-10)
+        x, y = x.detach().double(), y.detach().double()
+        scale = float(y.abs().nan_to_num(posinf=0.0, neginf=0.0).max()) if y.numel() else 0.0
+        if not torch.allclose(x, y, rtol=rtol, atol=rtol * scale, equal_nan=True):
+            return False
+    return True
 
 
 def count_flops(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, int]:

@@ -14,7 +14,8 @@ implementation's calls into itself pass straight through):
   weights, buffers, train/eval mode, settings); all of it, tensors included, is checked again
   when the test ends, for what changes it later (a finaliser, a lazy result; a test that
   changes its own tensors after a call says so first: `caller_changes`);
-- fails if the implementation put its own functions back in place of the wrappers;
+- fails if the implementation put its own functions back in place of the wrappers, or left
+  PyTorch's global settings (grad mode, default dtype, ...) other than it found them;
 - fails if the call ran an operator its kata forbids, or (for a kernel task) launched no Triton
   kernel, or did more work than the function's budget allows (`grading.rules`);
 - fails if the call ran the shared model with grad mode on (an autograd graph per token);
@@ -264,6 +265,30 @@ def _module_difference(label: str, module: torch.nn.Module, before: tuple) -> st
     return None
 
 
+def _torch_settings() -> dict[str, Any]:
+    """PyTorch's global settings, which a call must leave as it found them (the caller, and every
+    test after it, runs under them)."""
+    return {
+        "grad mode": torch.is_grad_enabled(),
+        "inference mode": torch.is_inference_mode_enabled(),
+        "default dtype": torch.get_default_dtype(),
+        "default device": torch.get_default_device(),
+        "deterministic algorithms": torch.are_deterministic_algorithms_enabled(),
+        "threads": torch.get_num_threads(),
+    }
+
+
+def _settings_unchanged(qualname: str, before: dict[str, Any]) -> None:
+    __tracebackhide__ = True
+    now = _torch_settings()
+    if changed := [f"{k} {before[k]} -> {now[k]}" for k in before if now[k] != before[k]]:
+        raise GuardFailure(
+            f"{qualname} changed PyTorch's global settings and left them so ({', '.join(changed)})"
+            "; a call must leave the process as it found it: set them for your own work inside "
+            "a `with` block (torch.no_grad(), say), which puts them back"
+        )
+
+
 def _describe(args: tuple, kwargs: dict) -> str:
     def one(x: Any) -> str:
         if isinstance(x, torch.Tensor):
@@ -408,6 +433,7 @@ class Guard:
                     f"{watched[address]}` / `{label}" if address in watched else label
                 )
         calls_before = [len(m.calls) for m in models]
+        torch_settings = _torch_settings()
         self.depth += 1
         try:
             with observing(watched, integers=rule.lists_integers) as seen:
@@ -421,6 +447,7 @@ class Guard:
             self._judge_unchanged(qualname)
             self._still_guarded()
         self.last = seen
+        _settings_unchanged(qualname, torch_settings)
         self._check(qualname, seen, saved, zip(models, calls_before, strict=True))
         _plain_data_unchanged(qualname, plain)
         if kept := [entry for entry in plain if entry[2][0] in ("items", "fields")]:

@@ -29,7 +29,8 @@ Every call is checked by the harness (README, "Rules every call follows"):
   .tolist() or .item() of more than 256 float elements in a call);
 - the work happens in the call's own thread (no threads or processes);
 - results are plain torch.Tensor objects, never subclasses;
-- the judge (the harness, the tests, Hypothesis's settings) is left alone;
+- the judge (the harness, the tests, Hypothesis's settings) is left alone, and PyTorch's global
+  settings (grad mode, default dtype, ...) are as they were when a call returns;
 - every call is held to a budget of work (elementwise products and sums count too);
 - answers are computed when asked, never remembered from earlier calls (nor by the tensors'
   identity), and two calls never return the same tensor;

@@ -12,7 +12,7 @@ import torch
 from hypothesis import example, given, note
 from hypothesis import strategies as st
 
-from grading.cost import held_bytes
+from grading.cost import held_bytes, measure
 from grading.errors import BadCall, assert_value_error
 from grading.guards import caller_changes
 from grading.oracles import attention_oracle, attention_scores
@@ -407,6 +407,33 @@ def test_paged_attention_is_independent_of_placement(
             "in block-table order, stop at the sequence's length, align the causal mask "
             "bottom-right, and give query head h the kv head h // (H // n_kv_heads)",
         )
+
+
+def test_paged_attention_answers_follow_their_inputs(impl):
+    """Every call computes from what it is given: called again on fresh queries, on the same
+    tensors, after the queries change in place (`measure`), and after the pool changes under
+    the same cache."""
+    cache = impl.PagedKVCache(8, 4, HKV, D)
+    k, v = randn((HKV, 13, D), seed=21), randn((HKV, 13, D), seed=22)
+    cache.append("a", k, v)
+    q = randn((4, 5, D), seed=23)
+    out, _ = measure(impl.paged_attention, q, cache, "a")
+    want = attention_oracle(q[None], k[None], v[None], causal=True)[0]
+    assert_close(out, want, hint="paged attention of 13 keys in blocks of 4, 5 queries")
+    block = cache.block_table("a")[1]
+    cache.k_pool[block] *= -2.0  # tokens 4..7, changed in the pool itself
+    cache.v_pool[block] += 1.0
+    caller_changes(impl.PagedKVCache.append, k, v)  # the test's own copies, to compare with
+    k[:, 4:8] *= -2.0
+    v[:, 4:8] += 1.0
+    want = attention_oracle(q[None], k[None], v[None], causal=True)[0]
+    assert_close(
+        impl.paged_attention(q, cache, "a"),
+        want,
+        name="after k_pool and v_pool changed in place",
+        hint="a memory of earlier calls (keyed on the queries, the cache or the pool's identity) "
+        "answers with stale numbers: read the keys and values from the pool on every call",
+    )
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)

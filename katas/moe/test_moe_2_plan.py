@@ -246,6 +246,8 @@ def _float_capacities(T, k, E, factor):
         (10, 1, 1, 0.1, 1),  # 0.1 * 10 is exactly 1.0 in floats (the binary 0.1 is not 1/10)
         (100, 1, 1, 0.2, 20),  # 20.0
         (30, 1, 1, 1.3, 39),  # 39.0
+        (25, 2, 5, 1.1, 12),  # 11.000000000000002 in this order; (T·k/E)·factor is 11.0
+        (50, 1, 5, 1.1, 12),  # the same, with k = 1
     ],
 )
 def test_expert_capacity_is_the_float_expression(impl, T, k, E, factor, expected):

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import pytest
+import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
 from grading.cost import count_flops
 from grading.errors import BadCall, assert_value_error
+from grading.model import greedy_generate_no_cache
 from grading.naive import naive_serve
 from grading.workload import WorkloadRequest
 from katas.batching.cases import REQUEST_ERROR_NAMES, request_errors
@@ -21,6 +23,7 @@ from katas.serving.cases import (
     check_memory,
     check_preempts_only_without_blocks,
     check_reads,
+    draft,
     ideal_flops,
     ideal_tokens,
     naive_flops,
@@ -45,6 +48,33 @@ def test_serve_tokens_equal_naive_serve_within_every_budget(impl, data, specs, b
     check_memory(log, batch, kv_blocks, block_size)
     check_reads(model, None, None, 1, specs)
     check_preempts_only_without_blocks(log, specs, None, 1, kv_blocks, block_size)
+
+
+@given(data=st.data(), specs=workloads(max_requests=6, max_new=8), batch=BATCH_SIZES)
+def test_serve_takes_a_dense_model_too(impl, data, specs, batch):
+    """The engine takes any shared model: a dense one (no experts, so no feed_forward) too,
+    through forward_packed and its own paged memory like the mixture."""
+    block_size, kv_blocks = data.draw(budgets(specs), label="block_size, kv_blocks")
+    model = draft("weak")  # one dense layer, the mixture's vocabulary
+    out, log = run(
+        impl.serve, model, as_requests(impl, specs),
+        max_batch_size=batch, kv_blocks=kv_blocks, block_size=block_size,
+    )  # fmt: skip
+    assert isinstance(out, list) and len(out) == len(specs), f"expected {len(specs)} Completions"
+    for got, spec in zip(out, specs, strict=True):
+        ids = torch.tensor([spec.prompt])
+        want = greedy_generate_no_cache(model, ids, spec.max_new_tokens)[0, len(spec.prompt) :]
+        assert list(got.tokens) == want.tolist(), (
+            f"a dense model, request {spec.id} (prompt of {len(spec.prompt)} tokens, "
+            f"max_new_tokens {spec.max_new_tokens}): tokens differ from its greedy decoding\n"
+            f" expected {want.tolist()}\n got      {list(got.tokens)}"
+        )
+    assert all(row.cache is None for call in log for row in call.rows), (
+        "a dense model: some calls went through model.forward_batch and the model's own caches; "
+        "every step is one model.forward_packed call over the engine's paged KV memory, for a "
+        "dense model as for a mixture (feed_forward=None)"
+    )
+    check_memory(log, batch, kv_blocks, block_size)
 
 
 @given(specs=workloads(max_requests=8, max_new=12))
