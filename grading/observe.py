@@ -66,6 +66,9 @@ def _package_dir(name: str) -> str | None:
 # The libraries whose own code may read tensors into NumPy or start threads (printing a tensor,
 # Triton's interpreter and compiler), found by the files their code lives in.
 _LIBRARIES = tuple(d for d in map(_package_dir, ("torch", "triton", "numpy")) if d)
+# The frames PyTorch puts between a call into the dispatcher and a dispatch mode (the compiler's
+# guard around a mode's handler), where no one asks for anything.
+_DISPATCH = tuple(_LIBRARIES[0] + sub for sub in ("_dynamo" + os.sep, "_compile.py"))
 
 
 def _cpu_attention_flops(query_shape, key_shape, value_shape, *args, **kwargs) -> int:
@@ -247,6 +250,11 @@ class _Counters(TorchDispatchMode):
     def _note_item(self, t: torch.Tensor) -> None:
         """`.item()`, `float(t)`, `int(t)`: one number into Python, counted toward the limit like
         an element of `.tolist()` (a loop over `.item()` is a `.tolist()` in many pieces)."""
+        frame = sys._getframe(2)  # who asked: past this mode, the first frame of its own
+        while frame.f_back is not None and frame.f_code.co_filename.startswith(_DISPATCH):
+            frame = frame.f_back
+        if _library_frame(frame):  # PyTorch itself: iterating a storage, printing a tensor
+            return
         converted = self.seen.from_floats.get(id(t)) is t
         if (
             t.is_floating_point()
@@ -374,7 +382,10 @@ def _called_from_library(depth: int = 2) -> bool:
     tensor, Triton's interpreter and compiler), not the implementation: its code lives in the
     library's files and runs in the namespace of the library module loaded from that file (a
     module name alone can be forged by `exec`)."""
-    frame = sys._getframe(depth)
+    return _library_frame(sys._getframe(depth))
+
+
+def _library_frame(frame) -> bool:
     path = frame.f_code.co_filename
     if not path.startswith(_LIBRARIES):
         return False
