@@ -32,6 +32,7 @@ import torch
 from grading.guards import GuardFailure
 from grading.model import ModelCall, TinyLlama
 from grading.observe import Observation, TensorRecord, observing
+from grading.tolerance import tolerance_for
 
 __all__ = [
     "ModelCall",
@@ -211,21 +212,19 @@ def _copies(value: Any) -> Any:
     return value
 
 
-_RTOL = {torch.float16: 1e-2, torch.bfloat16: 5e-2, torch.float32: 1e-4}  # else 1e-10
-
-
 def _close_results(a: Any, b: Any) -> bool:
-    """The floating-point tensors of two results agree, to a little more than rounding."""
+    """The floating-point tensors of two results agree within their dtype's tolerance."""
     first, second = _float_leaves(a), _float_leaves(b)
     if len(first) != len(second):
         return False
     for x, y in zip(first, second, strict=True):
         if x.shape != y.shape:
             return False
-        rtol = _RTOL.get(y.dtype, 1e-10)
+        tol = tolerance_for(y.dtype)
         x, y = x.detach().double(), y.detach().double()
         scale = float(y.abs().nan_to_num(posinf=0.0, neginf=0.0).max()) if y.numel() else 0.0
-        if not torch.allclose(x, y, rtol=rtol, atol=rtol * scale, equal_nan=True):
+        atol = tol.atol * max(scale, 1.0)
+        if not torch.allclose(x, y, rtol=tol.rtol, atol=atol, equal_nan=True):
             return False
     return True
 
