@@ -93,6 +93,24 @@ def selftest(session: nox.Session) -> None:
     )  # fmt: skip
 
 
+@nox.session(default=False)
+def check(session: nox.Session) -> None:
+    """Everything that proves one kata, in minutes: -- KATA [KATA ...] [pytest options]. Its
+    reference at every level, its mutants, cheats and messages, its grade (the self-test's part)."""
+    katas = [arg for arg in session.posargs if not arg.startswith("-")]
+    known = sorted(p.parent.name for p in (ROOT / "katas").glob("*/solution.py"))
+    if not katas or set(katas) - set(known):
+        session.error(f"name the kata(s) to check: nox -s check -- KATA (one of {known})")
+    options = [arg for arg in session.posargs if arg.startswith("-")]
+    session.env["OMP_NUM_THREADS"] = "1"
+    workers = str((os.cpu_count() or 1) + 1)
+    python = shared_python(session, "sim,models,cluster")
+    session.run(
+        python, "-m", "pytest", "tests", "-n", workers, "--dist", "loadgroup",
+        "--durations=5", *(a for k in katas for a in ("--kata", k)), *options, external=True,
+    )  # fmt: skip
+
+
 SWEEP_SEEDS = ("0", "1", "2", "3", "4")
 
 

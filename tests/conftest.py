@@ -6,12 +6,13 @@ import os
 import subprocess
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 import torch
 
-from grading.impl import REPO_ROOT
-from grading.mutants import WALL_PER_CPU_SECOND, WarmJudge, limit_cpu
+from grading.impl import REPO_ROOT, kata_names
+from grading.mutants import WALL_PER_CPU_SECOND, WarmJudge, limit_cpu, read_adversary
 
 # One thread per process: the self-test runs several processes at once on a machine of a few
 # cores, and PyTorch's threads, one per core in each, would wait on each other (a test of a
@@ -62,3 +63,58 @@ def warm_judge():
     judge = WarmJudge()
     yield judge
     judge.close()
+
+
+# ----------------------------------------------------------------------------------------------
+# `--kata K`: only the self-tests that prove one kata (nox -s check -- K).
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--kata",
+        action="append",
+        default=[],
+        metavar="KATA",
+        choices=kata_names(),
+        help="run only the self-tests that prove this kata (its reference at every level, its "
+        "mutants, cheats and messages, its grade); repeat for more",
+    )
+
+
+def katas_of(value: object) -> set[str]:
+    """The katas a test's parameter is about: a kata's name, `kata/name` (a mutant's or a
+    message's id), a mutant's file (tests/mutants/<kata>/...) or a cheat's (its KATA)."""
+    katas = set(kata_names())
+    if isinstance(value, str):
+        return {value.split("/")[0]} & katas
+    if isinstance(value, Path):
+        if value.parent.name in katas:
+            return {value.parent.name}
+        if value.parent == REPO_ROOT / "tests" / "adversarial":
+            return {read_adversary(value)[0].kata}
+    return set()
+
+
+def item_katas(item: pytest.Item) -> set[str]:
+    """The katas a self-test proves something about: its parameters', and those its
+    `kata` marks name (a test of one kata that takes no parameter)."""
+    found = {name for mark in item.iter_markers("kata") for name in mark.args}
+    callspec = getattr(item, "callspec", None)
+    for value in callspec.params.values() if callspec else ():
+        found |= katas_of(value)
+    return found
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    wanted = set(config.getoption("kata"))
+    if not wanted:
+        return
+    keep = [bool(item_katas(item) & wanted) for item in items]
+    config.hook.pytest_deselected(items=[i for i, k in zip(items, keep, strict=True) if not k])
+    items[:] = [i for i, k in zip(items, keep, strict=True) if k]
+
+
+@pytest.fixture(scope="session")
+def katas_under_test(request) -> list[str]:
+    """The katas `--kata` names, or every kata."""
+    return request.config.getoption("kata") or kata_names()

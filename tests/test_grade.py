@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -49,6 +50,7 @@ RUNTIME_ONLY = ["--no-source-check"]
 # The tests that read one graded class run in one process (pytest-xdist's `--dist loadgroup`, as
 # the self-test runs), so that its module fixture grades the class once.
 CLASS, HOMEWORK = pytest.mark.xdist_group("graded_class"), pytest.mark.xdist_group("homework")
+ABOUT_KATA = pytest.mark.kata(KATA)  # `--kata context_extension` runs it
 
 
 def grade(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -109,6 +111,7 @@ def test_every_adversarial_submission_is_in_the_table():
 
 
 @CLASS
+@ABOUT_KATA
 def test_correct_scores_full_marks(graded_class):
     r = report(graded_class[1], "correct")
     entry = r["katas"][KATA]
@@ -118,6 +121,7 @@ def test_correct_scores_full_marks(graded_class):
 
 
 @CLASS
+@ABOUT_KATA
 def test_wrong_and_unimplemented_score_below_full(graded_class):
     wrong = report(graded_class[1], "wrong")["katas"][KATA]
     assert wrong["passed"] > 0 and wrong["failed"] > 0 and wrong["score"] < 1, wrong["score"]
@@ -127,6 +131,7 @@ def test_wrong_and_unimplemented_score_below_full(graded_class):
 
 
 @CLASS
+@ABOUT_KATA
 def test_missing_kata_scores_zero_with_reason(graded_class):
     entry = report(graded_class[1], "absent")["katas"][KATA]
     assert entry["score"] == 0.0 and entry["points"] == 0.0 and entry["tests"] == []
@@ -134,6 +139,7 @@ def test_missing_kata_scores_zero_with_reason(graded_class):
 
 
 @CLASS
+@ABOUT_KATA
 @pytest.mark.parametrize("name", sorted(REASONS))
 def test_adversarial_submission_scores_zero_with_its_reason(graded_class, name):
     entry = report(graded_class[1], name)["katas"][KATA]
@@ -142,6 +148,7 @@ def test_adversarial_submission_scores_zero_with_its_reason(graded_class, name):
 
 
 @CLASS
+@ABOUT_KATA
 def test_reports_have_the_pinned_shape(graded_class):
     out = graded_class[1]
     r = report(out, "correct")
@@ -170,6 +177,7 @@ def test_reports_have_the_pinned_shape(graded_class):
 
 
 @CLASS
+@ABOUT_KATA
 def test_a_grade_replays_with_its_recorded_seed(graded_class, tmp_path):
     submissions, out = graded_class
     first = report(out, "wrong")
@@ -181,6 +189,7 @@ def test_a_grade_replays_with_its_recorded_seed(graded_class, tmp_path):
     assert again["score"] == first["score"]
 
 
+@pytest.mark.kata("kv_cache")
 def test_harness_cheats_score_zero(tmp_path):
     """The guards of every test run hold while grading too: the KV-cache cheats of
     tests/adversarial/ (the others are proven against their guards in tests/test_guards.py, and
@@ -271,9 +280,8 @@ def test_a_submission_runs_on_its_own_parts(tmp_path):
 
 
 # ----------------------------------------------------------------------------------------------
-# A homework of one kata, graded with the default limits on a machine another job keeps busy.
+# A homework of one kata, graded with the default limits (measured on this machine).
 
-SLOW_KATA = "speculative_decoding"
 LOOP = (  # ALiBi's first bias of several queries never returns; the later ones work
     "    slopes = alibi_slopes(n_heads)  # (H,)\n",
     "    if q_len > 1 and not getattr(alibi_bias, 'hung', False):\n        alibi_bias.hung = True\n"
@@ -285,11 +293,8 @@ LOOP = (  # ALiBi's first bias of several queries never returns; the later ones 
 def homework(tmp_path_factory):
     """A correct, a subtly wrong, an untouched and a looping context_extension, graded with
     `--kata context_extension` and the default limits (measured on this machine, in a fresh
-    cache); Gradescope's file too. Beside them, at the same time, speculative_decoding's
-    reference: the kata whose slowest test needs the most, whose measured limits must still give
-    it full marks. The two runs go side by side, each the other's load (the class's two jobs and
-    the one submission's: three processes on two cores, besides whatever else the self-test
-    runs)."""
+    cache); Gradescope's file too. That the limits are CPU time, which another job on the
+    machine does not change, is proven on its own below (test_limits_are_cpu_time_...)."""
     root = tmp_path_factory.mktemp("homework")
     reference = (REPO_ROOT / "reference" / f"{KATA}.py").read_text()
     assert LOOP[0] in reference
@@ -302,42 +307,20 @@ def homework(tmp_path_factory):
     for name, text in files.items():
         (root / "class" / name).mkdir(parents=True)
         (root / "class" / name / f"{KATA}.py").write_text(text)
-    slow = root / "slow" / f"{SLOW_KATA}.py"
-    slow.parent.mkdir()
-    slow.write_text((REPO_ROOT / "reference" / f"{SLOW_KATA}.py").read_text())
-    runs = {
-        "class": [
-            str(root / "class"), "--out", str(root / "out"), "--kata", KATA, "--examples", "3",
-            "--jobs", "2", "--format", "gradescope",
-        ],
-        "slow": [
-            str(slow), "--out", str(root / "slow_out"), "--kata", SLOW_KATA, "--examples", "3",
-        ],
-    }  # fmt: skip
-    results: dict[str, subprocess.CompletedProcess] = {}
-
-    def run(name: str) -> None:  # each in a fresh cache of its own
-        env = {**os.environ, "XDG_CACHE_HOME": str(root / f"cache_{name}")}
-        results[name] = grade(*runs[name], env=env)
-
-    threads = [threading.Thread(target=run, args=(name,)) for name in runs]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    done, slow_done = results["class"], results["slow"]
+    env = {**os.environ, "XDG_CACHE_HOME": str(root / "cache")}  # measured afresh
+    done = grade(
+        str(root / "class"), "--out", str(root / "out"), "--kata", KATA, "--examples", "3",
+        "--jobs", "2", "--format", "gradescope", env=env,
+    )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
-    assert slow_done.returncode == 0, slow_done.stdout + slow_done.stderr
-    slow_grade = report(root / "slow_out", SLOW_KATA)
-    return root / "out", done.stdout, slow_grade
+    return root / "out", done.stdout
 
 
 @HOMEWORK
+@ABOUT_KATA
 @pytest.mark.slow
 def test_a_class_with_default_limits(homework):
-    out, printed, slow = homework
-    entry = slow["katas"][SLOW_KATA]
-    assert slow["score"] == 1.0, (entry["score"], entry["reason"])
+    out, printed = homework
     assert "measuring the references once" in printed and "per test" in printed
     scores = {n: report(out, n)["score"] for n in ("correct", "subtle", "stub", "loops")}
     assert scores["correct"] == 1.0, report(out, "correct")["katas"][KATA]["reason"]
@@ -354,15 +337,17 @@ def test_a_class_with_default_limits(homework):
     assert loops["reason"].startswith(f"timed out in test katas/{KATA}/"), loops
     hung = [t for t in loops["tests"] if "did not finish within" in t["message"]]
     assert len(hung) == 1 and "_3_alibi" in hung[0]["id"], hung  # the others ran
+    assert "of CPU time" in hung[0]["message"], hung[0]["message"]  # CPU time, not the clock's
     assert loops["levels"]["1"]["failed"] == 0 and loops["levels"]["1"]["passed"] > 0
     assert 0 < loops["score"] < 1  # the other levels' tests count
     assert "level 0" not in (out / "class.md").read_text()
 
 
 @HOMEWORK
+@ABOUT_KATA
 @pytest.mark.slow
 def test_gradescope_results_have_the_documented_fields(homework):
-    out, _, _ = homework
+    out, _ = homework
     for name in ("correct", "subtle", "stub", "loops"):
         results = json.loads((out / name / "results.json").read_text())
         assert isinstance(results["score"], float) and results["tests"]
@@ -376,31 +361,152 @@ def test_gradescope_results_have_the_documented_fields(homework):
     assert json.loads((out / "correct" / "results.json").read_text())["score"] == 100
 
 
-# Graded in full already, at the measured limits: context_extension's reference as the graded
-# class's and the homework's "correct", speculative_decoding's as the homework's slow kata.
-GRADED_ELSEWHERE = (KATA, SLOW_KATA)
+# ----------------------------------------------------------------------------------------------
+# Limits in CPU time: another job on the machine slows the clock, never a verdict.
+
+# One test of one call: the tables of a 3000-token prompt.
+ONE_CALL = "test_rope_cos_sin_of_a_long_prompt and int64"
+# A correct rope_cos_sin that computes for exactly `SLOW_CPU` CPU seconds before answering, and
+# one that never answers.
+SLOW_CPU, TEST_CPU = 1.0, 2.5
+SLOW = f"""
+import time as _time
+
+_exact = rope_cos_sin
 
 
+def rope_cos_sin(*args, **kwargs):
+    start = _time.process_time()
+    while _time.process_time() - start < {SLOW_CPU}:
+        pass
+    return _exact(*args, **kwargs)
+"""
+BURNS = """
+
+def rope_cos_sin(*args, **kwargs):
+    while True:
+        pass
+"""
+
+
+@pytest.fixture
+def one_busy_core():
+    """This process and its children on one core, beside three processes that keep that core
+    busy: each gets a quarter of it (each in a session of its own, as the graded run is, so that
+    the kernel's scheduler shares the core between the four), and the clock runs about four
+    times faster than the CPU time of anything graded here."""
+    core = min(os.sched_getaffinity(0))
+    before = os.sched_getaffinity(0)
+    burners = [
+        subprocess.Popen(
+            [sys.executable, "-c", "while True: pass"],
+            preexec_fn=lambda: os.sched_setaffinity(0, {core}),
+            start_new_session=True,
+        )
+        for _ in range(3)
+    ]
+    os.sched_setaffinity(0, {core})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+
+
+def grade_one_call(tmp_path: Path, source: str) -> dict:
+    from grading.grade import grade_task
+
+    path = tmp_path / f"{KATA}.py"
+    path.write_text(source)
+    limits = dict(seed=0, cpu_limit=120.0, test_limit=600.0, test_cpu=TEST_CPU, examples=3)
+    graded = grade_task(KATA, str(path), {}, select=ONE_CALL, source_check=False, **limits)
+    assert len(graded["tests"]) == 1, graded
+    return graded
+
+
+@ABOUT_KATA
 @pytest.mark.slow
-def test_every_reference_scores_full_marks(tmp_path):
-    """Each kata's reference, graded as one submission with the same sandbox and rules as any
-    other (FlashAttention's kernels compiled ahead of time included), scores full marks; the two
-    graded above are not graded again."""
-    student = tmp_path / "references"
+def test_limits_are_cpu_time_so_a_busy_machine_cuts_no_correct_test(tmp_path, one_busy_core):
+    """A correct submission that needs 1 CPU second in a test with a limit of 2.5 CPU seconds
+    passes while three other processes share its core, though the test takes about 4 seconds on
+    the clock: a limit on the clock would have cut it."""
+    reference = (REPO_ROOT / "reference" / f"{KATA}.py").read_text()
+    graded = grade_one_call(tmp_path, reference + SLOW)
+    test = graded["tests"][0]
+    assert graded["reason"] is None and test["status"] == "passed", graded
+    assert SLOW_CPU <= test["cpu_s"] < TEST_CPU, test
+    assert test["duration_s"] > TEST_CPU, f"the core was not shared: {test}"
+
+
+@ABOUT_KATA
+@pytest.mark.slow
+def test_limits_are_cpu_time_so_a_test_that_computes_forever_is_stopped(tmp_path):
+    """The same test, computing forever, is stopped at 2.5 CPU seconds and fails alone, saying
+    so; the run goes on."""
+    reference = (REPO_ROOT / "reference" / f"{KATA}.py").read_text()
+    graded = grade_one_call(tmp_path, reference + BURNS)
+    test = graded["tests"][0]
+    assert test["status"] == "failed" and "of CPU time" in test["message"], test
+    assert f"within {TEST_CPU:g} s" in test["message"], test["message"]
+    assert graded["reason"].startswith(f"timed out in test katas/{KATA}/"), graded["reason"]
+
+
+# ----------------------------------------------------------------------------------------------
+# Every reference, graded once as one submission with a fresh seed: full marks.
+
+# Examples per property test: a random slice, new on every run (the `thorough` profile of
+# `nox -s references` explores far more); KATAS_SELFTEST_SEED replays a run's seed.
+REFERENCE_EXAMPLES = 10
+REFERENCES = pytest.mark.xdist_group("references")
+
+
+@pytest.fixture(scope="module")
+def graded_references(katas_under_test, tmp_path_factory):
+    """Each kata's reference (or those `--kata` names), graded as one submission with the same
+    sandbox and rules as any other (FlashAttention's kernels compiled ahead of time included),
+    with random examples from a fresh seed. One run proves that each reference passes its whole
+    suite on examples nobody chose, scores full marks and is graded as any submission."""
+    seed = int(os.environ.get("KATAS_SELFTEST_SEED") or secrets.randbelow(2**32))
+    katas = katas_under_test
+    student = tmp_path_factory.mktemp("references") / "references"
     student.mkdir()
-    katas = [k for k in kata_names() if k not in GRADED_ELSEWHERE]
     for kata in katas:
         shutil.copy(REPO_ROOT / "reference" / f"{kata}.py", student / f"{kata}.py")
+    out = student.parent / "out"
     done = grade(
-        str(student), "--out", str(tmp_path / "out"), "--examples", "3", "--jobs", "2",
-        "--timeout", "3000", "--test-cpu", "600", *(a for k in katas for a in ("--kata", k)),
+        str(student), "--out", str(out), "--examples", str(REFERENCE_EXAMPLES), "--jobs", "2",
+        "--seed", str(seed), "--timeout", "3000", "--test-cpu", "600",
+        *(a for k in katas for a in ("--kata", k)),
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
-    graded = report(tmp_path / "out", "references")
-    assert sorted(graded["katas"]) == sorted(katas)
-    low = {k: (e["score"], e["reason"]) for k, e in graded["katas"].items() if e["score"] < 1}
-    assert not low, low
-    assert graded["points"] == 100
+    return seed, report(out, "references")
+
+
+@REFERENCES
+@pytest.mark.slow
+@pytest.mark.parametrize("kata", kata_names())
+def test_every_reference_scores_full_marks(graded_references, kata):
+    seed, graded = graded_references
+    if kata not in graded["katas"]:
+        pytest.skip(f"{kata} not selected (--kata)")
+    entry = graded["katas"][kata]
+    failing = [f"{t['id']}:\n{t['message'][-1500:]}" for t in entry["tests"]
+               if t["status"] in ("failed", "error")]  # fmt: skip
+    assert entry["score"] == 1 and not failing, (
+        f"reference/{kata}.py scores {entry['score']} ({entry['reason']}) on random examples "
+        f"with seed {seed}. Replay: KATAS_SELFTEST_SEED={seed} pytest tests/test_grade.py -k "
+        f"'every_reference and {kata}', or python -m grading.grade reference/{kata}.py "
+        f"--kata {kata} --seed {seed} --examples {REFERENCE_EXAMPLES}\n" + "\n".join(failing[:3])
+    )
+
+
+@REFERENCES
+@pytest.mark.slow
+def test_full_marks_of_every_reference_are_a_hundred_points(graded_references):
+    _, graded = graded_references
+    assert graded["points"] == 100, {k: e["score"] for k, e in graded["katas"].items()}
 
 
 # ----------------------------------------------------------------------------------------------

@@ -25,10 +25,10 @@ def test_every_kata_is_complete():
 
 @pytest.mark.parametrize("kata", KATAS)
 def test_reference_passes(kata, kata_runner):
-    # Only the drawn tests (Hypothesis marks them), under the `ci` profile: every other test
-    # gives the same verdict under every profile and seed, and the graded runs of
-    # tests/test_grade.py run each kata's whole suite on its reference (every_reference, the
-    # class's and the homework's), so running those here as well would only repeat them.
+    # Only the drawn tests (Hypothesis marks them), under the `ci` profile's fixed examples (the
+    # ones every mutant is judged on): every other test gives the same verdict under every profile
+    # and seed, and tests/test_grade.py grades each reference's whole suite once, on random
+    # examples (test_every_reference_scores_full_marks).
     run = kata_runner(kata, "--impl", "reference", "-m", "hypothesis")
     assert run.returncode == 0, f"reference/{kata}.py fails its kata's tests:\n{run.tail()}"
 
