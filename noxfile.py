@@ -97,11 +97,14 @@ def selftest(session: nox.Session) -> None:
 def check(session: nox.Session) -> None:
     """Everything that proves one kata, in minutes: -- KATA [KATA ...] [pytest options]. Its
     reference at every level, its mutants, cheats and messages, its grade (the self-test's part)."""
-    katas = [arg for arg in session.posargs if not arg.startswith("-")]
+    # The kata names come first; everything from the first option on goes to pytest.
+    first_option = next(
+        (i for i, arg in enumerate(session.posargs) if arg.startswith("-")), len(session.posargs)
+    )
+    katas, options = session.posargs[:first_option], session.posargs[first_option:]
     known = sorted(p.parent.name for p in (ROOT / "katas").glob("*/solution.py"))
     if not katas or set(katas) - set(known):
-        session.error(f"name the kata(s) to check: nox -s check -- KATA (one of {known})")
-    options = [arg for arg in session.posargs if arg.startswith("-")]
+        session.error(f"name the kata(s) to check first: nox -s check -- KATA (one of {known})")
     session.env["OMP_NUM_THREADS"] = "1"
     workers = str((os.cpu_count() or 1) + 1)
     python = shared_python(session, "sim,models,cluster")
