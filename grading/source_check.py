@@ -78,7 +78,19 @@ REFUSED_ATTRIBUTES = {
     "__dlpack__": "tensor data through DLPack",
     "to_dlpack": "tensor data through DLPack",
     "_version": "a tensor's version counter (a memory keyed on it)",
+    "__bases__": "the class hierarchy (e.g. torch._C.TensorBase, unwatched)",
+    "__base__": "the class hierarchy (e.g. torch._C.TensorBase, unwatched)",
+    "__mro__": "the class hierarchy (e.g. torch._C.TensorBase, unwatched)",
+    "mro": "the class hierarchy (e.g. torch._C.TensorBase, unwatched)",
 }
+# Attribute access by a name held in a string: allowed only with names written in the source
+# that pass the same rules as `x.name` (`operator.attrgetter("_C._DisableTorchDispatch")`
+# reaches anything otherwise).
+BY_NAME_CALLS = frozenset({"attrgetter", "methodcaller"})
+BY_NAME_METHODS = frozenset({"__getattribute__", "__getattr__", "__setattr__", "__delattr__"})
+# Where a private name (`_x`, not `__x__`) may be read: on the object a method is given
+# (`self`, `cls`) and on the classes and functions the submission defines.
+OWN_RECEIVERS = frozenset({"self", "cls"})
 # The one reading of the environment a solution may make: whether Triton runs on the CPU.
 ALLOWED_ENVIRONMENT = "TRITON_INTERPRET"
 
@@ -92,8 +104,13 @@ def check_source(path: str | Path) -> list[str]:
         return [f"{path}: cannot be read as Python ({type(exc).__name__}: {exc})"]
     found = []
     calls = {id(n.func): n for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    own = OWN_RECEIVERS | {
+        n.name
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+    }
     for node in ast.walk(tree):
-        why = _refused(node, tree, calls)
+        why = _refused(node, tree, calls, own)
         if why:
             found.append((getattr(node, "lineno", 0), why))
     return [f"{path.name}:{line}: {why}" for line, why in sorted(found)]
@@ -102,10 +119,66 @@ def check_source(path: str | Path) -> list[str]:
 def _module_allowed(name: str) -> bool:
     parts = name.split(".")
     prefixes = {".".join(parts[: i + 1]) for i in range(len(parts))}
-    return bool(prefixes & ALLOWED_IMPORTS) and not prefixes & REFUSED_MODULES
+    private = any(_private(part) for part in parts) and name != "__future__"
+    return bool(prefixes & ALLOWED_IMPORTS) and not prefixes & REFUSED_MODULES and not private
 
 
-def _refused(node: ast.AST, tree: ast.Module, calls: dict) -> str | None:
+def _private(name: str) -> bool:
+    """`_x` or `__x`: a name its module keeps to itself (`__x__` is Python's, not private)."""
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _name_refused(name: str, receiver: ast.expr | None, own: frozenset | set) -> str | None:
+    """Why reading attribute `name` of `receiver` (None: of something unknown) is refused."""
+    if name in REFUSED_ATTRIBUTES:
+        return f"`.{name}` reads {REFUSED_ATTRIBUTES[name]}"
+    if name in BY_NAME_METHODS:
+        return f"`.{name}` reads attributes by a name made at run time"
+    if _private(name) and not (isinstance(receiver, ast.Name) and receiver.id in own):
+        return (
+            f"`.{name}` reads a private attribute of something the submission did not define "
+            "(PyTorch's or the judge's internals); private names only on self, cls and the "
+            "submission's own classes and functions"
+        )
+    return None
+
+
+def _by_name(node: ast.AST) -> bool:
+    """`attrgetter`, `operator.methodcaller`, `x.__getattribute__`: an attribute read by name."""
+    if isinstance(node, ast.Name):
+        return node.id in BY_NAME_CALLS
+    return isinstance(node, ast.Attribute) and node.attr in BY_NAME_CALLS | BY_NAME_METHODS
+
+
+def _by_name_call_refused(node: ast.expr, calls: dict, own: set) -> str | None:
+    """`operator.attrgetter(...)` / `methodcaller(...)`, or `x.__getattribute__(...)`: each
+    dotted name given must be a constant that passes `_name_refused`."""
+    call = calls.get(id(node))
+    what = node.attr if isinstance(node, ast.Attribute) else node.id
+    made = f"`{what}` reads attributes by a name made at run time; call it with a constant"
+    if call is None:
+        return made
+    if what == "attrgetter":
+        given = [(arg, None) for arg in call.args]
+    elif what == "methodcaller":
+        given = [(arg, None) for arg in call.args[:1]]
+    elif len(call.args) >= 2 and isinstance(call.args[1], ast.Constant):
+        given = [(call.args[1], call.args[0])]  # object.__getattribute__(x, "name")
+    else:
+        given = [(arg, node.value) for arg in call.args[:1]]  # x.__getattribute__("name")
+    if not given:
+        return made
+    for arg, receiver in given:
+        if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
+            return made
+        for i, part in enumerate(arg.value.split(".")):
+            why = _name_refused(part, receiver if i == 0 else None, own)
+            if why:
+                return f"`{what}({arg.value!r})`: {why}"
+    return None
+
+
+def _refused(node: ast.AST, tree: ast.Module, calls: dict, own: set) -> str | None:
     """Why `node` may not be in a solution, or None."""
     if isinstance(node, ast.Import):
         for alias in node.names:
@@ -117,13 +190,21 @@ def _refused(node: ast.AST, tree: ast.Module, calls: dict) -> str | None:
         for alias in node.names:
             if node.level == 0 and f"{node.module}.{alias.name}" in REFUSED_MODULES:
                 return _import_reason(f"{node.module}.{alias.name}")
+            if _private(alias.name):
+                return _import_reason(f"{node.module}.{alias.name}")
+            if alias.name in BY_NAME_CALLS and alias.asname not in (None, alias.name):
+                return f"imports `{alias.name}` under another name; use it by its own name"
     elif isinstance(node, ast.Name) and node.id in REFUSED_NAMES:
-        if _constant_attribute(calls.get(id(node))):
+        if _constant_attribute(calls.get(id(node)), own):
             return None
         return f"`{node.id}` {REFUSED_NAMES[node.id]}; no solution needs it"
+    elif _by_name(node):
+        return _by_name_call_refused(node, calls, own)
     elif isinstance(node, ast.Attribute) and node.attr in REFUSED_ATTRIBUTES:
         if not _reads_triton_interpret(node, tree):
             return f"`.{node.attr}` reads {REFUSED_ATTRIBUTES[node.attr]}; no solution needs it"
+    elif isinstance(node, ast.Attribute) and _name_refused(node.attr, node.value, own):
+        return f"{_name_refused(node.attr, node.value, own)}; no solution needs it"
     elif isinstance(node, ast.ClassDef):
         for base in node.bases:
             if _names_tensor(base):
@@ -142,9 +223,9 @@ def _refused(node: ast.AST, tree: ast.Module, calls: dict) -> str | None:
     return None
 
 
-def _constant_attribute(call: ast.Call | None) -> bool:
-    """getattr(x, "name"), setattr(x, "name", v): a name written in the source, not a refused
-    one (getattr(f, "__code__") is as refused as f.__code__)."""
+def _constant_attribute(call: ast.Call | None, own: set) -> bool:
+    """getattr(x, "name"), setattr(x, "name", v): a name written in the source that passes the
+    rules of `x.name` (getattr(f, "__code__") is as refused as f.__code__)."""
     if call is None or not isinstance(call.func, ast.Name):
         return False
     if call.func.id not in ("getattr", "setattr", "delattr") or len(call.args) < 2:
@@ -153,7 +234,7 @@ def _constant_attribute(call: ast.Call | None) -> bool:
     return (
         isinstance(name, ast.Constant)
         and isinstance(name.value, str)
-        and name.value not in REFUSED_ATTRIBUTES
+        and _name_refused(name.value, call.args[0], own) is None
     )
 
 

@@ -75,6 +75,22 @@ def test_the_source_check_names_each_line(tmp_path):
     ]
 
 
+def test_the_source_check_allows_private_names_of_the_submissions_own(tmp_path):
+    """Private names on self, cls and the file's own classes and functions, constant names in
+    attrgetter, methodcaller and __setattr__: what a correct solution writes is not refused."""
+    path = tmp_path / "fine.py"
+    path.write_text(
+        "import operator\nimport torch\n\n\nclass Cache:\n    _count = 0\n\n"
+        "    def __init__(self):\n        object.__setattr__(self, '_rows', [])\n"
+        "        self._cols = getattr(self, '_rows')\n        Cache._count += 1\n\n"
+        "    @classmethod\n    def make(cls):\n        return cls._count\n\n\n"
+        "def f(x):\n    shapes = operator.attrgetter('shape', 'dtype')(x)\n"
+        "    return operator.methodcaller('sum', 0)(x), shapes, _g._hits\n\n\n"
+        "def _g():\n    pass\n"
+    )
+    assert check_source(path) == []
+
+
 # ----------------------------------------------------------------------------------------------
 # A guarded implementation is the same implementation
 
