@@ -94,13 +94,13 @@ def grade_task(
     pytest `-k` expression, to grade part of a kata. Files the source check refuses never run
     (`source_check=False` skips it, to test the sandbox's own defences)."""
     if source_check:
-        if refused := check_source(Path(file)):
+        if refused := check_source(Path(file), kata):
             reason = f"refused by the source check: {'; '.join(refused)}"
             return dict(tests=[], reason=reason, zeroed=True, cpu_s=0.0)
         # The submission's other files stand in for their stubs only when they pass the check
         # themselves; a refused one counts against its own kata, and against this one only if
         # this kata's file imports it.
-        refused_parts = {k for k, f in parts.items() if f != file and check_source(Path(f))}
+        refused_parts = {k for k, f in parts.items() if f != file and check_source(Path(f), k)}
         text = Path(file).read_text()
         if used := sorted(k for k in refused_parts if f"katas.{k}.solution" in text):
             names = ", ".join(f"katas.{k}.solution" for k in used)

@@ -222,7 +222,7 @@ def impl(request: pytest.FixtureRequest):
     judge = request.config.stash.get(_JUDGE, None)
     guard = guard_module(kata, module, KATAS_DIR / kata / "solution.py", judge)
     request.config.stash.setdefault(_GUARDS, []).append(guard)
-    request.config.stash.setdefault(_SOURCE, set()).update(check_source(module.__file__))
+    request.config.stash.setdefault(_SOURCE, set()).update(check_source(module.__file__, kata))
     return module
 
 

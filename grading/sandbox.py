@@ -31,6 +31,9 @@ COPIED = ["katas", "grading", "reference", "conftest.py", "pyproject.toml", "REA
 MEMORY_LIMIT = 8 * 2**30  # address space of the test process, in bytes
 OUTPUT_LIMIT = 32 * 2**20  # bytes a run may print or write to one file
 MEMORY_SIGNS = ("MemoryError", "can't allocate memory", "Cannot allocate memory")
+# grading.impl's message when the submitted file raises while it is imported.
+IMPORT_FAILED = re.compile(r"importing \S+ failed: (.+)")
+NOT_IMPORTED = "not run: the file does not import (the kata's reason says why)"
 PR_SET_PDEATHSIG = 1
 
 
@@ -275,6 +278,13 @@ def _why_zero(
         if sig == signal.SIGXFSZ or printed >= OUTPUT_LIMIT:
             return f"flooded the output: over {OUTPUT_LIMIT // 2**20} MB written"
         return f"crashed: the test process was killed by {sig.name}"
+    failed_import = [m for t in run.tests if (m := IMPORT_FAILED.search(t["message"]))]
+    if failed_import:
+        # Every test fails alike: say it once, as the reason, not in each test's message.
+        for test in run.tests:
+            if IMPORT_FAILED.search(test["message"]):
+                test["message"] = NOT_IMPORTED
+        return f"does not import: {failed_import[0].group(1).strip()[:300]}"
     broken = [t for t in run.tests if any(m in t["message"] for m in GUARD_SIGNS)]
     if broken:
         line = next(

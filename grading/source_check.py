@@ -95,8 +95,9 @@ OWN_RECEIVERS = frozenset({"self", "cls"})
 ALLOWED_ENVIRONMENT = "TRITON_INTERPRET"
 
 
-def check_source(path: str | Path) -> list[str]:
-    """What the file at `path` may not contain, one reason per line found (empty: none)."""
+def check_source(path: str | Path, kata: str | None = None) -> list[str]:
+    """What the file at `path` may not contain, one reason per line found (empty: none).
+    `kata`: the kata the file solves, whose reference it may not import."""
     path = Path(path)
     try:
         tree = ast.parse(path.read_text(), filename=str(path))
@@ -110,10 +111,27 @@ def check_source(path: str | Path) -> list[str]:
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
     }
     for node in ast.walk(tree):
-        why = _refused(node, tree, calls, own)
+        why = _refused(node, tree, calls, own) or _own_reference(node, kata)
         if why:
             found.append((getattr(node, "lineno", 0), why))
     return [f"{path.name}:{line}: {why}" for line, why in sorted(found)]
+
+
+def _own_reference(node: ast.AST, kata: str | None) -> str | None:
+    """`import reference.<kata>` or `from reference import <kata>` in that kata's own file."""
+    own = f"reference.{kata}"
+    if isinstance(node, ast.Import):
+        names = [alias.name for alias in node.names]
+    elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+        names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+    else:
+        return None
+    if kata and any(name == own or name.startswith(own + ".") for name in names):
+        return (
+            f"imports `{own}`, this kata's own reference, which is not there while grading; "
+            "the kata's file must do the work itself"
+        )
+    return None
 
 
 def _module_allowed(name: str) -> bool:

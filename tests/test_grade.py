@@ -38,6 +38,7 @@ REASONS = {
     "flood": ("flooded the output",),
     "delete_files": ("broke the grading rules",),
     "import_reference": ("broke the grading rules",),
+    "imports_own_reference": ("does not import: ModuleNotFoundError",),
     "spawn_process": ("broke the grading rules",),
 }
 GRADE = [sys.executable, "-m", "grading.grade"]
@@ -145,6 +146,18 @@ def test_adversarial_submission_scores_zero_with_its_reason(graded_class, name):
     entry = report(graded_class[1], name)["katas"][KATA]
     assert entry["score"] == 0.0, f"{name} scored {entry['score']}"
     assert entry["reason"] and any(p in entry["reason"] for p in REASONS[name]), entry["reason"]
+
+
+@CLASS
+@ABOUT_KATA
+def test_a_file_that_does_not_import_says_so_once(graded_class):
+    """Every test fails alike when the file cannot be imported: the reason says why, once, and
+    the tests' messages point to it rather than repeating the error."""
+    entry = report(graded_class[1], "imports_own_reference")["katas"][KATA]
+    assert entry["reason"].startswith("does not import: ModuleNotFoundError"), entry["reason"]
+    assert entry["tests"] and all("does not import" in t["message"] for t in entry["tests"])
+    summary = (graded_class[1] / "imports_own_reference" / "summary.md").read_text()
+    assert summary.count("ModuleNotFoundError") == 1, summary[:3000]
 
 
 @CLASS

@@ -75,6 +75,18 @@ def test_the_source_check_names_each_line(tmp_path):
     ]
 
 
+def test_the_source_check_refuses_the_katas_own_reference_only(tmp_path):
+    """A kata's file may build on other katas' references, not on its own (absent while
+    grading): refused by name before anything runs."""
+    path = tmp_path / "moe.py"
+    path.write_text("from reference.moe import moe_forward\nfrom reference import kv_cache\n")
+    assert check_source(path, "kv_cache") == [
+        "moe.py:2: imports `reference.kv_cache`, this kata's own reference, which is not there "
+        "while grading; the kata's file must do the work itself"
+    ]
+    assert check_source(path, "serving") == [] and check_source(path) == []
+
+
 def test_the_source_check_allows_private_names_of_the_submissions_own(tmp_path):
     """Private names on self, cls and the file's own classes and functions, constant names in
     attrgetter, methodcaller and __setattr__: what a correct solution writes is not refused."""
