@@ -100,6 +100,9 @@ class KVCache:
     def crop(self, length) -> None:
         """Forget everything after the first `length` tokens, in every layer (a rollback).
 
+        A layer holding fewer than `length` tokens (a crop between the layers' updates of one
+        step) keeps all it holds: a crop never lengthens a layer.
+
         ValueError (naming `length`) unless length is an int in 0..seq_len.
         """
         # TODO(level 1): shorten every layer's length; the storage stays as it is.

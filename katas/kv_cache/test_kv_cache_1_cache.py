@@ -296,6 +296,47 @@ def test_crop_then_append_overwrites_the_tail(impl, prefix, extra, keep, seed):
         assert torch.equal(k_all[:, :, length:], new_k) and torch.equal(v_all[:, :, length:], new_v)
 
 
+@given(
+    prefix=st.integers(0, 6),
+    step=st.integers(1, 4),
+    updated=st.integers(1, 2),
+    keep=st.data(),
+    seed=seeds(),
+)
+def test_crop_between_the_layers_updates_never_lengthens_a_layer(
+    impl, prefix, step, updated, keep, seed
+):
+    """A crop in the middle of a step: the first `updated` layers hold `step` tokens more than
+    the others. Every layer keeps min(what it holds, length); a shorter layer keeps all it has."""
+    B, Hkv, D, L = 1, 1, 2, 3
+    cache = impl.KVCache(L, B, Hkv, D, prefix + step + 1)
+    keys = [randn((B, Hkv, prefix + step, D), seed=seed + i) for i in range(L)]
+    held = [prefix + step if layer < updated else prefix for layer in range(L)]
+    for layer in range(L):
+        if prefix:
+            cache.update(layer, keys[layer][:, :, :prefix], -keys[layer][:, :, :prefix])
+    for layer in range(updated):
+        part = keys[layer][:, :, prefix:]
+        cache.update(layer, part, -part)
+    length = keep.draw(
+        st.one_of(st.integers(prefix, prefix + step), st.integers(0, prefix + step)),
+        label="crop length",
+    )
+    cache.crop(length)
+    for layer in range(L):
+        new = randn((B, Hkv, 1, D), seed=seed + 50 + layer)
+        k_all, v_all = cache.update(layer, new, -new)
+        kept = min(held[layer], length)
+        assert k_all.shape[2] == kept + 1, (
+            f"layer {layer} held {held[layer]} tokens (layers 0..{updated - 1} had been updated "
+            f"this step, the others not yet); after crop({length}) and one new token it should "
+            f"return {kept + 1}, got {k_all.shape[2]}: crop keeps min(what a layer holds, "
+            "length) and never lengthens a layer"
+        )
+        assert torch.equal(k_all[:, :, :kept], keys[layer][:, :, :kept])
+        assert torch.equal(v_all[:, :, kept:], -new)
+
+
 def test_refused_update_changes_nothing(impl):
     """An update that would pass max_seq_len raises, and the cache is as it was."""
     B, Hkv, D, S = 1, 2, 4, 6
