@@ -28,7 +28,7 @@ MINIMUM = {
     "context_extension": 43,
     "efficient_attention": 59,
     "flash_attention": 48,
-    "kv_cache": 47,
+    "kv_cache": 49,
     "moe": 53,
     "speculative_decoding": 53,
     "serving": 38,

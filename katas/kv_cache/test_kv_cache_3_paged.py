@@ -12,6 +12,7 @@ import torch
 from hypothesis import example, given, note
 from hypothesis import strategies as st
 
+from grading.attention import AttentionCase, below_mask_powers, scores_below_any_mask
 from grading.cost import held_bytes, measure
 from grading.errors import BadCall, assert_value_error
 from grading.guards import caller_changes
@@ -461,6 +462,37 @@ def test_paged_attention_extreme_scores(impl, dtype):
         scale=scale,
         hint="with large scores: subtract each row's maximum before exp (or use torch.softmax), "
         "and compute the scores and softmax in float32 even for 16-bit inputs",
+    )
+
+
+@given(
+    heads=gqa_heads(2, 3),
+    n=st.integers(1, 13),
+    block=st.integers(1, 5),
+    dtype=st.sampled_from(FLOAT_DTYPES),
+    seed=seeds(),
+    data=st.data(),
+)
+def test_paged_attention_with_every_score_below_any_mask_constant(
+    impl, heads, n, block, dtype, seed, data
+):
+    """Every visible score is about -2**18 or far lower (grading.attention.scores_below_any_mask):
+    a future key given a finite score (-1e4, -1e30, the dtype's finfo.min) instead of -inf wins
+    the softmax."""
+    H, Hkv = heads
+    Tq = data.draw(st.integers(1, n), label="Tq")
+    case = AttentionCase(H=H, Hkv=Hkv, Nq=Tq, Nk=n, D=16, dtype=dtype, seed=seed)
+    power = data.draw(st.sampled_from(below_mask_powers(dtype)), label="power")
+    q, k, v = scores_below_any_mask(case, power)  # (1, H, Tq, 16), (1, Hkv, n, 16) twice
+    cache = impl.PagedKVCache(-(-n // block) + 1, block, Hkv, 16, dtype=dtype)
+    cache.append(0, k[0], v[0])
+    out = impl.paged_attention(q[0], cache, 0)
+    assert_close(
+        out,
+        attention_oracle(q, k, v, causal=True)[0],
+        hint=f"every visible score is about -2**{2 * power - 2}, below any finite mask "
+        "constant: the keys after a query's position get -inf (not -1e4, -1e30 or the dtype's "
+        "finfo.min), and a running max starts at -inf",
     )
 
 
