@@ -6,18 +6,21 @@ Order: worked examples and bad inputs first (cheap), then the cost counters, the
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 from hypothesis import example, given, note
 from hypothesis import strategies as st
 
-from grading.attention import AttentionCase, causal_mask
+from grading.attention import AttentionCase, causal_mask, scores_below_any_mask
 from grading.cost import count_flops, elements_written, largest_tensor
 from grading.errors import BadCall, assert_value_error
 from grading.oracles import attention_oracle
 from grading.strategies import randn, seeds
 from grading.tolerance import assert_close
 from katas.efficient_attention.cases import (
+    below_mask_cases,
     cases,
     extreme_tensors,
     strided_like_a_model,
@@ -319,6 +322,36 @@ def test_block_sparse_survives_scores_in_the_thousands(impl, bc, causal):
         hint="scores here reach thousands (exact in float32): exp(score) overflows to inf. "
         "Subtract each query's maximum over all of its blocks (not block by block without "
         "rescaling) before exp().",
+    )
+
+
+@given(
+    drawn=below_mask_cases(max_len=20),
+    bs=st.sampled_from([1, 3, 4]),
+    causal=st.booleans(),
+    mask_seed=seeds(),
+)
+@example(
+    drawn=(AttentionCase(H=2, Hkv=1, Nq=7, Nk=7, D=16), 51),
+    bs=3,
+    causal=False,
+    mask_seed=0,
+)
+def test_block_sparse_with_every_score_below_any_mask_constant(impl, drawn, bs, causal, mask_seed):
+    case, power = drawn
+    case = replace(case, Nk=case.Nq)
+    q, k, v = scores_below_any_mask(case, power)
+    nb = -(-case.Nq // bs)
+    block_mask = torch.rand(nb, nb, generator=torch.Generator().manual_seed(mask_seed)) < 0.7
+    note(f"block_mask:\n{block_mask.int()}")
+    out = impl.block_sparse_attention(q, k, v, block_mask, bs, causal=causal)
+    mask = token_mask(block_mask, bs, case.Nq)
+    assert_close(
+        out,
+        attention_oracle(q, k, v, causal=causal, mask=mask),
+        hint=f"every visible score is about -2**{2 * power - 2}, below any finite mask "
+        "constant: the padding of a partial last block and the keys causal hides get -inf "
+        "(not -1e4, -1e30 or the dtype's finfo.min), and a running max starts at -inf",
     )
 
 
