@@ -21,6 +21,7 @@ one), so a message such as "bad input" fails.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -66,3 +67,17 @@ def assert_value_error(bad: BadCall, *args: Any, match: str | None = None) -> No
             pytrace=False,
         )
     pytest.fail(f"{bad.call} should raise ValueError ({bad.why}), but returned", pytrace=False)
+
+
+NON_FINITE = (math.nan, math.inf, -math.inf)
+
+
+def non_finite_calls(call: str, name: str, run: Callable[..., Any]) -> list[BadCall]:
+    """One BadCall per non-finite value (NaN, inf, -inf) of a float argument the README
+    validates: `call` shows the call with "{}" where the value goes, `run(value, *test_args)`
+    makes it. A check written `x < 0` lets NaN through (every comparison with NaN is false),
+    and one written `x >= 0` lets inf through."""
+    return [
+        BadCall(call.format(value), f"{name} {value}", lambda *args, v=value: run(v, *args), name)
+        for value in NON_FINITE
+    ]

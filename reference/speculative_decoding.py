@@ -6,6 +6,7 @@ n tokens committed so far (prompt included).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -145,8 +146,8 @@ def speculative_decode(
     """Rounds of: the draft proposes k tokens, the target checks them all in one call."""
     _check_prompt(prompt_ids, max_new_tokens, {"target": target, "draft": draft})
     _check_int("k", k, 1)
-    if not isinstance(temperature, (int, float)) or not temperature >= 0:
-        raise ValueError(f"temperature: expected a number >= 0, got {temperature!r}")
+    if not isinstance(temperature, (int, float)) or not 0 <= temperature < math.inf:
+        raise ValueError(f"temperature: expected a finite number >= 0, got {temperature!r}")
     V = target.config.vocab_size
     if draft.config.vocab_size != V:
         raise ValueError(

@@ -30,7 +30,7 @@ MINIMUM = {
     "flash_attention": 48,
     "kv_cache": 49,
     "moe": 53,
-    "speculative_decoding": 53,
+    "speculative_decoding": 54,
     "serving": 38,
 }
 DEFAULT_MINIMUM = 12

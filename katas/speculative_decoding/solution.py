@@ -130,7 +130,8 @@ def speculative_decode(
     generator=None: the random numbers come from torch's global generator, as in accept_reject.
     ValueError (naming the argument) for prompt_ids that is not int64 [1, T] with T >= 1 or holds
     an id outside 0 .. vocab_size - 1, max_new_tokens or k that is not an int >= 1,
-    T + max_new_tokens beyond either model's config.max_seq_len, temperature < 0, and a draft
+    T + max_new_tokens beyond either model's config.max_seq_len, temperature < 0, NaN or
+    infinite, and a draft
     whose config.vocab_size differs from the target's; checked on every path (max_new_tokens = 1,
     whose one round proposes nothing, too).
     """

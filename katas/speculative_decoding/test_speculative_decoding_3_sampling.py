@@ -10,7 +10,7 @@ from hypothesis import example, given, note
 from hypothesis import strategies as st
 
 from grading.cost import CountingModel
-from grading.errors import BadCall, assert_value_error
+from grading.errors import BadCall, assert_value_error, non_finite_calls
 from grading.model import greedy_generate_no_cache
 from grading.strategies import lengths, seeds
 from katas.speculative_decoding.cases import (
@@ -318,6 +318,13 @@ BAD_CALLS = [
         "a tiny negative temperature",
         lambda impl: impl.speculative_decode(
             *markov_pair(), torch.tensor([PROMPT]), 3, temperature=-1e-300
+        ),
+    ),
+    *non_finite_calls(
+        "speculative_decode(target, draft, prompt [1, 3], 3, temperature={})",
+        "temperature",
+        lambda value, impl: impl.speculative_decode(
+            *markov_pair(), torch.tensor([PROMPT]), 3, temperature=value
         ),
     ),
 ]
