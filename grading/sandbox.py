@@ -278,13 +278,6 @@ def _why_zero(
         if sig == signal.SIGXFSZ or printed >= OUTPUT_LIMIT:
             return f"flooded the output: over {OUTPUT_LIMIT // 2**20} MB written"
         return f"crashed: the test process was killed by {sig.name}"
-    failed_import = [m for t in run.tests if (m := IMPORT_FAILED.search(t["message"]))]
-    if failed_import:
-        # Every test fails alike: say it once, as the reason, not in each test's message.
-        for test in run.tests:
-            if IMPORT_FAILED.search(test["message"]):
-                test["message"] = NOT_IMPORTED
-        return f"does not import: {failed_import[0].group(1).strip()[:300]}"
     broken = [t for t in run.tests if any(m in t["message"] for m in GUARD_SIGNS)]
     if broken:
         line = next(
@@ -301,6 +294,14 @@ def _why_zero(
             f"the test run ended early (exit status {returncode}) before reporting every test; "
             "a submission may not exit the process"
         )
+    # A file that raises while it is imported (a crash, memory, a rule: said above).
+    failed_import = [m for t in run.tests if (m := IMPORT_FAILED.search(t["message"]))]
+    if failed_import:
+        # Every test fails alike: say it once, as the reason, not in each test's message.
+        for test in run.tests:
+            if IMPORT_FAILED.search(test["message"]):
+                test["message"] = NOT_IMPORTED
+        return f"does not import: {failed_import[0].group(1).strip()[:300]}"
     if not run.tests:
         return "no test ran: the kata's tests could not be collected"
     return None
