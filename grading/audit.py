@@ -12,8 +12,11 @@ call, with as many rows as that call fed tokens. And each logged call must name 
 that really ran it (`cache=None` in its rows for `forward_packed`, a cache for `forward_batch`),
 as the call stack shows it at the output head's product.
 
-The batching and serving test kits run every call they read the log of under `audited`. A
-mismatch fails as a `GuardFailure`: the log is the evidence every schedule test reads.
+The batching and serving test kits run every call they read the log of under `audited`, and
+the speculative-decoding tests under `audited(target, draft, log="calls")`, where each plain
+call `model(ids, cache)` must have fed `batch x tokens` rows through each weight, in one
+product. A mismatch fails as a `GuardFailure`: the log is the evidence every schedule test
+reads.
 """
 
 from __future__ import annotations
@@ -154,14 +157,37 @@ def _check(w: _Weights, label: str) -> None:
         )
 
 
+def _check_calls(w: _Weights, label: str) -> None:
+    """`model.calls` alone: every call fed `batch x tokens` rows through each weight, once."""
+    if len(w.model.calls) < w.calls:
+        raise GuardFailure(
+            f"model log: entries were removed from {label}'s own log (model.calls) during the "
+            "call; the model writes its log, the implementation only reads it"
+        )
+    logged = [call.batch * call.tokens for call in w.model.calls[w.calls :]]
+    for name, rows in w.rows.items():
+        if rows != logged:
+            raise GuardFailure(
+                f"model log: {label}'s weight {name} ran in {_short(rows, 'products over', 'rows')}"
+                f", but model.calls records {_short(logged)}: the model ran in a way its log "
+                "does not show (a method other than calling the model, or a log written by "
+                "hand). Call the model itself, model(ids, cache): the tests read its log"
+            )
+
+
 @contextmanager
-def audited(*models):
+def audited(*models, log: str = "batch_log"):
     """Run the block; then fail unless each model's log matches the products that really ran.
-    `None` among `models` is skipped (an absent draft)."""
-    audits = [_weights(m) for m in models if m is not None]
-    for w in audits:
+    `None` among `models` is skipped (an absent draft). `log`: "batch_log" (the ragged calls of
+    the batching and serving katas, each also in `model.calls`) or "calls" (plain calls,
+    `model(ids, cache)`, as speculative decoding makes them)."""
+    audits = {i: _weights(m) for i, m in enumerate(models) if m is not None}
+    for w in audits.values():
         w.calls, w.logged = len(w.model.calls), len(w.model.batch_log)
-    with _RowCounter(audits):
+    with _RowCounter(list(audits.values())):
         yield
-    for i, w in enumerate(audits):
-        _check(w, "the model" if i == 0 else "the draft")
+    for i, w in audits.items():
+        if log == "calls":
+            _check_calls(w, "the target" if i == 0 else "the draft")
+        else:
+            _check(w, "the model" if i == 0 else "the draft")

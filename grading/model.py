@@ -47,7 +47,7 @@ on the whole context: a cache that drops or misplaces keys changes the tokens ge
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn.functional as F
@@ -520,6 +520,17 @@ def make_model(seed: int = 0, dtype: torch.dtype = torch.float32, **overrides) -
                 std *= config.qk_gain
             p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float64) * std)
     return model.to(dtype).eval()
+
+
+@torch.no_grad()
+def load_weights_in_place(model: TinyLlama, seed: int) -> None:
+    """Overwrite every weight of `model` in place with those `make_model(seed)` draws for its
+    config, as loading a checkpoint into a live model does: the same tensors, new values. A
+    test calls an implementation, then this, then the implementation again: nothing derived
+    from a model's weights may be kept from one call to the next."""
+    fresh = make_model(seed, model.embed.weight.dtype, **asdict(model.config))
+    for mine, new in zip(model.parameters(), fresh.parameters(), strict=True):
+        mine.copy_(new)
 
 
 @torch.no_grad()

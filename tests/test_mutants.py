@@ -28,10 +28,10 @@ MINIMUM = {
     "context_extension": 43,
     "efficient_attention": 61,
     "flash_attention": 48,
-    "kv_cache": 49,
+    "kv_cache": 50,
     "moe": 53,
     "speculative_decoding": 54,
-    "serving": 38,
+    "serving": 39,
 }
 DEFAULT_MINIMUM = 12
 

@@ -10,6 +10,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from grading.errors import BadCall, assert_value_error
+from grading.guards import caller_changes
+from grading.model import greedy_generate_no_cache, load_weights_in_place, make_model
 from grading.workload import WorkloadRequest
 from katas.batching.cases import (
     LISTED_OUT_OF_ORDER,
@@ -67,6 +69,36 @@ def test_a_request_may_fill_the_whole_context(impl):
 
 # ----------------------------------------------------------------------------------------------
 # What every strategy serves (each one written so far: a later level not written yet is skipped)
+
+
+def test_every_strategy_follows_weights_changed_in_place_between_calls(impl):
+    """A model's weights may change in place between two calls (a checkpoint loaded into it):
+    each call serves with the weights it finds; nothing derived from them is kept."""
+    model = make_model(0, torch.float64, max_seq_len=MAX_SEQ_LEN, vocab_size=VOCAB)
+    specs = [WorkloadRequest(1, [3, 1, 4, 1], 5, 0), WorkloadRequest(2, [5, 9], 4, 1)]
+    runs = (
+        (impl.static_batching, (2,)),
+        (impl.dynamic_batching, (2, 0)),
+        (impl.continuous_batching, (2,)),
+    )
+    for seed, (strategy, args) in enumerate(runs, start=1):
+        try:
+            serve(strategy, model, as_requests(impl, specs), *args)
+        except NotImplementedError:
+            if strategy is impl.static_batching:
+                raise
+            continue  # a later level, not written yet
+        caller_changes(strategy, model)
+        load_weights_in_place(model, seed)
+        out, _ = serve(strategy, model, as_requests(impl, specs), *args)
+        for got, spec in zip(out, specs, strict=True):
+            ids = torch.tensor([spec.prompt])
+            want = greedy_generate_no_cache(model, ids, spec.max_new_tokens)[0, len(spec.prompt) :]
+            assert list(got.tokens) == want.tolist(), (
+                f"{strategy.__name__}, request {spec.id}, after the model's weights changed in "
+                f"place since the last call: expected {want.tolist()}, got {list(got.tokens)}. "
+                "Serve with the weights the model has now; keep nothing from an earlier call"
+            )
 
 
 def test_an_empty_list_of_requests_is_served_with_no_model_call(impl):

@@ -16,6 +16,8 @@ Every call is checked by the harness (README, "Rules every call follows"):
   settings (grad mode, default dtype, ...) are as they were when a call returns;
 - answers are computed when asked, never remembered from earlier calls (nor by the tensors'
   identity), and two calls never return the same tensor;
+- a model's or module's weights may change in place between two calls: use the weights it
+  holds at each call, keep nothing derived from them from one call to the next;
 - the code behaves the same whether or not it is measured;
 - generate decodes under torch.no_grad();
 """

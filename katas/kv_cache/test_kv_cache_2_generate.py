@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from grading.cost import CountingModel, count_flops
 from grading.errors import BadCall, assert_value_error
-from grading.model import greedy_generate_no_cache, make_model
+from grading.guards import caller_changes
+from grading.model import greedy_generate_no_cache, load_weights_in_place, make_model
 from grading.tolerance import tolerance_for
 from katas.kv_cache.cases import model_setups, tiny_model
 
@@ -93,6 +94,20 @@ def test_generate_flops_grow_linearly(impl, figures, B, T, n):
         f"generate needs {ideal:,} (re-feeding the whole sequence every step costs {refeed:,}). "
         "Feed only the newest token after the prompt, and let the cache supply the past"
     )
+
+
+def test_generate_follows_weights_changed_in_place_between_calls(impl):
+    """A model's weights may change in place between two calls (a checkpoint loaded into it):
+    each call decodes with the weights it finds, nothing derived from them is kept."""
+    model = make_model(0, torch.float64, n_heads=4, n_kv_heads=2)
+    prompt = torch.randint(0, 64, (2, 5), generator=torch.Generator().manual_seed(4))
+    before = impl.generate(model, prompt, 6)
+    caller_changes(impl.generate, model)
+    load_weights_in_place(model, seed=3)
+    expected = greedy_generate_no_cache(model, prompt, 6)
+    assert not torch.equal(expected, before), "the test's new weights must change the tokens"
+    got = impl.generate(model, prompt, 6)
+    assert_same_tokens(got, expected, 5)
 
 
 def test_generate_long_prompt_up_to_max_seq_len(impl):

@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from grading.cost import count_flops
 from grading.errors import BadCall, assert_value_error
-from grading.model import make_model
+from grading.guards import caller_changes
+from grading.model import load_weights_in_place, make_model
 from grading.strategies import lengths, randn, seeds
 from grading.tolerance import assert_close
 
@@ -41,6 +42,27 @@ def test_moe_feed_forward_equals_every_expert_on_every_token(impl, shape, N, dty
         got, expected, dtype=dtype, name=f"moe_feed_forward on {N} tokens, {E} experts, top {k}",
         hint="a token sent to the wrong expert, a weight applied to the wrong rank, or an "
         "output scattered back to the wrong token",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_moe_feed_forward_follows_weights_changed_in_place_between_calls(impl, dtype):
+    """The mixture's weights may change in place between two calls (a checkpoint loaded into
+    the model): each call uses the weights it finds; nothing stacked or copied from them is
+    kept from one call to the next."""
+    model = make_model(0, dtype, n_layers=1, n_experts=4, top_k=2)
+    moe = model.blocks[0].mlp
+    x = randn((9, moe.gate.weight.shape[1]), seed=5, dtype=dtype)
+    with torch.no_grad():
+        impl.moe_feed_forward(moe, x)
+        caller_changes(impl.moe_feed_forward, moe)
+        load_weights_in_place(model, seed=1)
+        got = impl.moe_feed_forward(moe, x)
+        expected = mixture(torch.float64, 4, 2, seed=1)(x.double())
+    assert_close(
+        got, expected, dtype=dtype, name="moe_feed_forward after the weights changed in place",
+        hint="the weights changed in place since the last call (same tensors, new values): "
+        "stack or copy the experts' weights at every call, never keep them from an earlier one",
     )  # fmt: skip
 
 

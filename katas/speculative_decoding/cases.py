@@ -1,6 +1,7 @@
 """What the speculative-decoding tests build, and the oracles they judge by.
 
-- `tiny_model`: the shared model (float64 unless a test asks), built once per recipe.
+- `tiny_model`: the shared model (float64 unless a test asks), built once per recipe;
+  `logs_checked(target, draft)`: its call logs checked against the work that really ran.
 - `ScriptedModel`: a model that follows the shared contract (it reads and writes its cache like
   any other) but whose logits follow a script: the target's greedy continuation, right or wrong
   at each position as the test decides. As a target it makes a cheap model whose greedy output is
@@ -30,8 +31,9 @@ from statistics import NormalDist
 import torch
 from torch import nn
 
+from grading.audit import audited
 from grading.cost import count_flops, held_bytes
-from grading.model import ModelCall, ModelConfig, make_model
+from grading.model import ModelCall, ModelConfig, TinyLlama, make_model
 
 # Significance of every statistical test. Each runs on fixed seeds, so it gives the same verdict
 # on every run; a correct solution that draws its random numbers in another order fails one of
@@ -44,6 +46,14 @@ Z = NormalDist().inv_cdf(1 - SIGNIFICANCE)  # 3.72: the normal quantile the test
 def tiny_model(seed: int, dtype: torch.dtype = torch.float64, **overrides) -> nn.Module:
     """The shared model, built once per recipe (building is most of a test's time)."""
     return make_model(seed, dtype, **overrides)
+
+
+def logs_checked(target, draft=None):
+    """A block whose shared models' logs (`model.calls`) must match the products that ran
+    through their weights (grading/audit.py): a model run past its own call, e.g. through a
+    private method, fails. Test models (ScriptedModel, MarkovModel) are not audited."""
+    shared = [m if isinstance(m, TinyLlama) else None for m in (target, draft)]
+    return audited(*shared, log="calls")
 
 
 @functools.lru_cache(maxsize=4)

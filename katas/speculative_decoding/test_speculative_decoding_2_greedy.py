@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from grading.cost import CountingModel
 from grading.errors import BadCall, assert_value_error
-from grading.model import greedy_generate_no_cache
+from grading.guards import caller_changes
+from grading.model import greedy_generate_no_cache, load_weights_in_place, make_model
 from grading.strategies import lengths, seeds
 from katas.speculative_decoding.cases import (
     SMALL_DRAFT,
@@ -23,6 +24,7 @@ from katas.speculative_decoding.cases import (
     coin_flips,
     expected_stats,
     ideal_schedule,
+    logs_checked,
     replay_flops,
     rounds,
     schedule_difference,
@@ -103,7 +105,8 @@ def test_greedy_output_is_the_targets_own_greedy_decoding(impl, kind, T, N, k, p
 def test_a_copy_of_the_target_is_always_accepted(impl, T, N, k, prompt_seed):
     target = CountingModel(tiny_model(0, **TARGET))
     draft = CountingModel(twin(0, **TARGET))  # the same weights, its own call log
-    _, stats = impl.speculative_decode(target, draft, make_prompt(T, prompt_seed), N, k=k)
+    with logs_checked(target, draft):
+        _, stats = impl.speculative_decode(target, draft, make_prompt(T, prompt_seed), N, k=k)
     plan = rounds(T, N, k, lambda index: False)
     want_target, want_draft = ideal_schedule(T, plan)
     got_target = [(c.tokens, c.cache_len) for c in target.calls]
@@ -167,6 +170,25 @@ def test_an_always_wrong_draft_costs_one_target_call_per_token(impl, T, N, k, pr
     )
 
 
+def test_speculative_decode_follows_weights_changed_in_place_between_calls(impl):
+    """The models' weights may change in place between two calls (a checkpoint loaded into
+    them): each call decodes with the weights it finds; nothing derived from them is kept."""
+    target = make_model(0, torch.float64, **TARGET)
+    draft = make_model(5, torch.float64, **SMALL_DRAFT)
+    prompt = make_prompt(6, 1)
+    impl.speculative_decode(target, draft, prompt, 8, k=3)
+    caller_changes(impl.speculative_decode, target, draft)
+    load_weights_in_place(target, seed=2)
+    load_weights_in_place(draft, seed=3)
+    expected = greedy_generate_no_cache(target, prompt, 8)
+    got, _ = impl.speculative_decode(target, draft, prompt, 8, k=3)
+    assert torch.equal(got, expected), (
+        f"after the models' weights changed in place since the last call: expected the target's "
+        f"greedy decoding {expected.tolist()}, got {got.tolist()}. Decode with the weights the "
+        "models have now; keep nothing from an earlier call"
+    )
+
+
 @given(
     T=lengths(11),
     N=NEW_TOKENS,
@@ -182,7 +204,8 @@ def test_model_calls_follow_the_schedule(impl, T, N, k, every, prompt_seed):
     inner = tiny_model(5, **SMALL_DRAFT)
     counting_target = CountingModel(target)
     counting_draft = CountingModel(ScriptedModel(script, V, wrong=wrong, inner=inner))
-    impl.speculative_decode(counting_target, counting_draft, prompt, N, k=k)
+    with logs_checked(counting_target, counting_draft):
+        impl.speculative_decode(counting_target, counting_draft, prompt, N, k=k)
     plan = rounds(T, N, k, wrong)
     want_target, want_draft = ideal_schedule(T, plan)
     note(f"rounds (n, k_round, accepted): {plan}")

@@ -18,6 +18,7 @@ from katas.speculative_decoding.cases import (
     ScriptedModel,
     expected_stats,
     ideal_schedule,
+    logs_checked,
     lookup_oracle,
     lookup_rounds,
     rounds,
@@ -281,7 +282,8 @@ def test_prompt_lookup_calls_and_stats_follow_the_lookups(impl, T, N, k, max_ngr
         prompt = repetitive_prompt(T, 1 + seed % 7, seed)
     script = greedy_generate_no_cache(target, prompt, N)[0].tolist()
     target.calls.clear()
-    got, stats = impl.prompt_lookup_decode(target, prompt, N, k=k, max_ngram=max_ngram)
+    with logs_checked(target):
+        got, stats = impl.prompt_lookup_decode(target, prompt, N, k=k, max_ngram=max_ngram)
     assert got[0].tolist() == script, "the output must be the target's greedy decoding"
     plan, _ = lookup_rounds(script, T, N, k, max_ngram)
     note(f"rounds (n, proposal length m, accepted): {plan}")
