@@ -26,7 +26,7 @@ IDS = [f"{p.parent.name}/{p.stem}" for p in MUTANTS]
 MINIMUM = {
     "batching": 32,
     "context_extension": 43,
-    "efficient_attention": 61,
+    "efficient_attention": 62,
     "flash_attention": 48,
     "kv_cache": 50,
     "moe": 53,

@@ -231,6 +231,24 @@ def test_linear_attention_matches_quadratic_form(impl, case: AttentionCase, caus
     )
 
 
+def test_linear_attention_with_small_features_adds_no_epsilon(impl):
+    """Queries and keys about -3: phi(x) = exp(x) is about 0.05 there, so the first query's
+    denominator (one key, D = 2) is about 5e-3. The ratio is exact; an epsilon added to the
+    denominator (1e-6) moves the first outputs by 2e-4 of their size, ten times the tolerance."""
+    q = randn((1, 2, 9, 2), seed=1, scale=0.1) - 3.0
+    k = randn((1, 1, 9, 2), seed=2, scale=0.1) - 3.0
+    v = randn((1, 1, 9, 3), seed=3)
+    hint = (
+        "the first query sees one key and phi(q)·phi(k) is about 5e-3: the denominator "
+        "phi(q_i)ᵀ z_i is never 0 (phi > 0), so divide by it as it is; an epsilon added to it "
+        "shows"
+    )
+    want = linear_attention_oracle(q, k, v, causal=True)
+    assert_close(impl.linear_attention(q, k, v, causal=True), want, hint=hint)
+    outs, _ = run_steps(impl, q, k, v)
+    assert_close(outs, want, name="linear_attention_step, token by token", hint=hint)
+
+
 @given(case=cases(max_len=24, same_length=True), data=st.data())
 def test_linear_attention_steps_match_parallel_form_and_carry_on(impl, case: AttentionCase, data):
     q, k, v = case.tensors()
