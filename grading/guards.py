@@ -584,13 +584,24 @@ def _not_aliasing_arguments(qualname: str, result: Any, watched: dict[int, str])
 def _within_budget(qualname: str, seen: Observation, budget, call: str) -> None:
     """Fail when the call did more work than its budget (grading.rules)."""
     __tracebackhide__ = True
-    if seen.work > budget.work:
+    loads = seen.kernel_loads
+    work = seen.work + (loads if budget.kernel_loads is None else 0)
+    if work > budget.work:
+        kernels = f", {loads:,} elements Triton kernels loaded" if loads else ""
         raise GuardFailure(
-            f"over budget: {qualname}({call}) did {seen.work:,} units of work (FLOPs of products "
-            f"plus every element PyTorch operators read and wrote; {seen.flops:,} FLOPs), more "
-            f"than the {budget.work:,} its budget allows: {budget.what}. Every call is held to "
-            "the cost the README states, measured or not; elementwise products and sums count "
-            "too"
+            f"over budget: {qualname}({call}) did {work:,} units of work (FLOPs of products "
+            f"plus every element PyTorch operators read and wrote and Triton kernels loaded; "
+            f"{seen.flops:,} FLOPs{kernels}), more than the {budget.work:,} its budget allows: "
+            f"{budget.what}. Every call is held to the cost the README states, measured or not; "
+            "elementwise products and sums count too, and so does work inside a kernel"
+        )
+    if budget.kernel_loads is not None and loads > budget.kernel_loads:
+        most = max((launch.most_loaded_by_one_program for launch in seen.launches), default=0)
+        raise GuardFailure(
+            f"over budget: {qualname}({call})'s Triton kernels loaded {loads:,} elements (the "
+            f"most by one program: {most:,}), more than the {budget.kernel_loads:,} its budget "
+            f"allows: {budget.kernel_what}. Work inside a kernel is held to the cost the README "
+            "states too"
         )
     products = seen.multiplies + seen.flops // 2
     if budget.products is not None and products > budget.products:

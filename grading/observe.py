@@ -172,6 +172,12 @@ class Observation:
     inputs_written: list[tuple[str, str]] = field(default_factory=list)
 
     @property
+    def kernel_loads(self) -> int:
+        """Elements every program of every Triton kernel loaded (counted under the interpreter,
+        the CPU's way to run kernels; 0 on a GPU)."""
+        return sum(sum(launch.loads.values()) for launch in self.launches)
+
+    @property
     def work(self) -> int:
         """All the arithmetic PyTorch did: FLOPs of products, plus every element each operator
         read and wrote (a broadcast product summed away costs its full size here)."""

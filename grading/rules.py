@@ -5,10 +5,11 @@ that needs a rule adds one entry here; every other guard (inputs left alone, cou
 nothing off the books, grad mode, the judge unchanged) applies to every kata without an entry.
 
 A budget bounds the work of every call of a function (FLOPs of products plus the elements every
-PyTorch operator reads and writes, `Observation.work`; a Triton kernel's own work is not
-counted), not only the calls a cost test measures: an implementation cannot save its efficient
-path for the calls it guesses are measured. Budgets are generous (a few times what the reference
-does, plus room for small inputs); the cost tests hold the tighter bounds.
+PyTorch operator reads and writes, `Observation.work`, plus the elements Triton kernels load,
+counted under the interpreter), not only the calls a cost test measures: an implementation
+cannot save its efficient path for the calls it guesses are measured. Budgets are generous (a few
+times what the reference does, plus room for small inputs); the cost tests hold the tighter
+bounds.
 """
 
 from __future__ import annotations
@@ -49,6 +50,11 @@ class Budget:
     # outside kernels, and that formula in the README's words; None: bounded by `work` alone.
     products: int | None = None
     products_what: str = ""
+    # Where the task is a kernel: the most elements its programs may load in the call, and that
+    # formula; `work` then bounds what happens outside the kernel. None: a kernel's loads count
+    # in `work` like any operator's reads (a kernel is no way round the budget).
+    kernel_loads: int | None = None
+    kernel_what: str = ""
 
 
 @dataclass(frozen=True)
@@ -92,9 +98,17 @@ def outside_kernels(args: dict) -> Budget:
     splits = args.get("num_splits", 1)
     near = q.numel() + splits * BH * Nq * (Dv + 1)  # q, and the output or the partial results
     moved = near + group * (k.numel() + v.numel())
+    # In the kernel, a program reads its block of at least 16 queries (all of them when fewer)
+    # once per split and streams its head's keys and values past it once.
+    streamed = BH * (splits * Nq * D + -(-Nq // 16) * Nk * (D + Dv))
     return Budget(
         4 * moved + ANY_CALL,
         f"outside the kernel, a few passes over the inputs and the output ({moved:,} elements)",
+        kernel_loads=2 * streamed + ANY_CALL,
+        kernel_what=(
+            f"each program loads its block of at least 16 queries once per split and streams "
+            f"its head's keys and values once ({streamed:,} elements)"
+        ),
         products=4 * near + ANY_CALL,
         products_what=(
             f"outside the kernel, a few per element of q and of the output or the partial "
