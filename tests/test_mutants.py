@@ -26,11 +26,11 @@ IDS = [f"{p.parent.name}/{p.stem}" for p in MUTANTS]
 MINIMUM = {
     "batching": 32,
     "context_extension": 43,
-    "efficient_attention": 62,
+    "efficient_attention": 63,
     "flash_attention": 48,
     "kv_cache": 50,
     "moe": 53,
-    "speculative_decoding": 54,
+    "speculative_decoding": 55,
     "serving": 39,
 }
 DEFAULT_MINIMUM = 12

@@ -163,6 +163,18 @@ def test_lookup_draft_finds_a_match_however_far_back(
     )
 
 
+def test_lookup_draft_searches_a_context_of_twenty_thousand_tokens(impl):
+    """The context's last 3 tokens occur once before, at its very start, 20,000 tokens back:
+    a window of recent tokens of any size short of the whole context misses them."""
+    ids = [7, 8, 9, 42, *range(100, 20100), 7, 8, 9]
+    got = impl.lookup_draft(torch.tensor(ids, dtype=torch.long), 4, 3)
+    assert got.tolist() == [42, 100, 101, 102], (
+        f"lookup_draft(ids of {len(ids)} tokens, k=4, max_ngram=3) should be [42, 100, 101, "
+        f"102]: the last 3 tokens [7, 8, 9] occur earlier only at index 0; got {got.tolist()}. "
+        "The whole context is searched, however long"
+    )
+
+
 # Bases where float32 (from 2**24) or float64 (from 2**53) holds only every other integer, or
 # fewer: ids base + 0 .. base + 3 that differ can round to one float.
 BASES = st.one_of(
