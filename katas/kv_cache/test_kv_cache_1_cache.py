@@ -467,6 +467,13 @@ def _kv(B=1, Hkv=3, T=2, D=10, dtype=torch.float32):
     return torch.zeros(B, Hkv, T, D, dtype=dtype)
 
 
+def _longer_last_layer(impl):
+    """_cache with one token more in layer 1 than in layer 0 (seq_len, layer 0's, stays 2)."""
+    cache = _cache(impl)
+    cache.update(1, _kv(T=1), _kv(T=1))
+    return cache
+
+
 def _bad(call, why, run, names):
     return pytest.param(BadCall(call, why, run), rf"\b{names}\b", id=why.replace(" ", "-"))
 
@@ -642,6 +649,12 @@ BAD_CALLS = [
         "crop(3) with 2 cached", "a crop past seq_len", lambda impl: _cache(impl).crop(3), "length"
     ),
     _bad("crop(1.0)", "a float crop length", lambda impl: _cache(impl).crop(1.0), "length"),
+    _bad(
+        "crop(3) with 2 cached in layer 0 and 3 in layer 1",
+        "a crop past seq_len that a longer layer holds",
+        lambda impl: _longer_last_layer(impl).crop(3),
+        "length",
+    ),
 ]
 
 
