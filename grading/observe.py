@@ -30,6 +30,7 @@ implementation cannot tell the two apart.
 from __future__ import annotations
 
 import _thread
+import importlib
 import importlib.util
 import math
 import os
@@ -561,6 +562,56 @@ def _starts() -> list:
 
 _STARTS = _starts()  # the real functions, taken before any implementation is imported
 _CONCURRENCY = _concurrency_patches()
+
+
+# PyTorch's private switches that turn the dispatch and function modes off for a block, or take
+# them off the stack: under any of them, operators run past the counters, the forbidden-call
+# rules and the model log's audit. The source check refuses them by name in graded
+# submissions; in a practice run they are refused here, while a call runs under the counters.
+_MODE_SWITCHES = (
+    (torch._C, ("_DisableTorchDispatch", "DisableTorchFunction", "DisableTorchFunctionSubclass",
+                "_pop_torch_dispatch_stack", "_pop_torch_function_stack", "_unset_dispatch_mode",
+                "_set_dispatch_mode", "_ExcludeDispatchKeyGuard", "_DisablePythonDispatcher")),
+    ("torch.utils._python_dispatch", ("_disable_current_modes", "_pop_mode",
+                                      "_pop_mode_temporarily")),
+    ("torch.overrides", ("_pop_mode", "_pop_mode_temporarily")),
+)  # fmt: skip
+
+
+def _counting() -> bool:
+    """Whether the counters of a call are on the dispatch mode stack now."""
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+    return any(isinstance(mode, _Counters) for mode in _get_current_dispatch_mode_stack())
+
+
+def _refused_switch(real, name: str):
+    """A stand-in for a mode switch: PyTorch itself may use it; the implementation, during a
+    call under the counters, may not."""
+
+    def switch(*args, **kwargs):
+        if not _called_from_library() and _counting():
+            raise OffTheBooks(
+                f"counters off: the implementation called PyTorch's private {name} during a "
+                "call; it turns the dispatch modes off, and the work done under it would be "
+                "invisible to the cost counters and the rules. Compute with PyTorch operations, "
+                "under the counters"
+            )
+        return real(*args, **kwargs)
+
+    switch.__refused_switch__ = True
+    return switch
+
+
+def refuse_mode_switches() -> None:
+    """Put the stand-ins of _MODE_SWITCHES in place for the rest of the process, before any
+    implementation is imported (so a reference it takes at import is the stand-in). Idempotent."""
+    for target, names in _MODE_SWITCHES:
+        module = importlib.import_module(target) if isinstance(target, str) else target
+        for name in names:
+            real = vars(module).get(name)
+            if real is not None and not getattr(real, "__refused_switch__", False):
+                setattr(module, name, _refused_switch(real, f"{module.__name__}.{name}"))
 
 
 @contextmanager

@@ -32,6 +32,7 @@ from grading.figures import FigureLog  # noqa: E402
 from grading.guards import GuardFailure, JudgeSnapshot, guard_module  # noqa: E402
 from grading.impl import KATAS_DIR, ImplError, kata_of, load_impl  # noqa: E402
 from grading.limits import TEST_LIMIT, TestTimedOut, arm, disarm, timed_out  # noqa: E402
+from grading.observe import refuse_mode_switches  # noqa: E402
 from grading.rehearsal import (  # noqa: E402
     PLAN,
     PlannedTest,
@@ -41,6 +42,10 @@ from grading.rehearsal import (  # noqa: E402
     write_plan,
 )
 from grading.source_check import check_source  # noqa: E402
+
+# Before any implementation is imported: PyTorch's switches that turn the counters off are
+# refused during a guarded call (a reference taken at import is already the stand-in).
+refuse_mode_switches()
 
 # dev: the learner's inner loop, derandomised: unchanged code gets the same examples and so the
 # same verdict on every run, and no stored example from another run is replayed.
