@@ -221,8 +221,8 @@ def _refused(node: ast.AST, tree: ast.Module, calls: dict, own: set) -> str | No
     elif isinstance(node, ast.Attribute) and node.attr in REFUSED_ATTRIBUTES:
         if not _reads_triton_interpret(node, tree):
             return f"`.{node.attr}` reads {REFUSED_ATTRIBUTES[node.attr]}; no solution needs it"
-    elif isinstance(node, ast.Attribute) and _name_refused(node.attr, node.value, own):
-        return f"{_name_refused(node.attr, node.value, own)}; no solution needs it"
+    elif isinstance(node, ast.Attribute) and (why := _name_refused(node.attr, node.value, own)):
+        return f"{why}; no solution needs it"
     elif isinstance(node, ast.ClassDef):
         for base in node.bases:
             if _names_tensor(base):
