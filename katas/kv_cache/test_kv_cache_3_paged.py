@@ -257,6 +257,29 @@ def test_refused_append_changes_nothing_and_leaks_nothing(impl):
     )
 
 
+def test_append_of_bad_input_leaves_the_pool_alone(impl):
+    """A ValueError comes before anything changes: an append whose v is of the wrong dtype (or
+    shape) writes no key into the pool first, and the sequence keeps its table and length."""
+    cache = impl.PagedKVCache(4, 4, HKV, D)
+    k, v = randn((HKV, 5, D), seed=5), randn((HKV, 5, D), seed=6)
+    cache.append("a", k, v)
+    k_pool, v_pool, table = cache.k_pool.clone(), cache.v_pool.clone(), cache.block_table("a")
+    more = randn((HKV, 2, D), seed=7)
+    for what, bad_v in (
+        ("v in float64", more.double()),
+        ("v of the wrong head_dim", randn((HKV, 2, D + 1), seed=8)),
+    ):
+        with pytest.raises(ValueError):
+            cache.append("a", more, bad_v)
+        changed = int((cache.k_pool != k_pool).any(dim=(1, 3)).sum())
+        changed += int((cache.v_pool != v_pool).any(dim=(1, 3)).sum())
+        assert changed == 0 and cache.block_table("a") == table and cache.length("a") == 5, (
+            f"an append refused for {what} changed {changed} token slots of k_pool / v_pool "
+            f"(table {cache.block_table('a')}, length {cache.length('a')}; were {table}, 5): "
+            "check every argument before writing anything"
+        )
+
+
 def test_refused_append_leaves_the_pool_alone(impl):
     """A refused append writes nothing, not even the tokens that would fit in the sequence's
     partly filled last block."""
