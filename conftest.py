@@ -1,3 +1,3 @@
-# The kata harness (grading/plugin.py: --impl, Hypothesis profiles, Triton's interpreter, figures)
+# The kata harness (grading/judge/plugin.py: --impl, Hypothesis profiles, Triton's interpreter, figures)
 # and the learner's progress in levels (grading/progress.py).
-pytest_plugins = ["grading.plugin", "grading.progress"]
+pytest_plugins = ["grading.judge.plugin", "grading.progress"]

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from grading.impl import REPO_ROOT
+from grading.judge.impl import REPO_ROOT
 
 
 @dataclass(frozen=True)

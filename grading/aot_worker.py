@@ -35,7 +35,7 @@ from triton.runtime.autotuner import Autotuner
 from triton.runtime.jit import JITFunction
 
 from grading.grade_plugin import guard_worker_process
-from grading.impl import load_module
+from grading.judge.impl import load_module
 
 TENSOR_CORE_OPS = re.compile(r"\b(HMMA|HGMMA|IMMA|IGMMA|QGMMA|BGMMA|UTCHMMA|UTCQMMA)\b")
 RESOURCES = re.compile(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)")

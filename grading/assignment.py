@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grading.impl import kata_names
+from grading.judge.impl import kata_names
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
-from grading.impl import KATAS_DIR, REPO_ROOT
+from grading.judge.impl import KATAS_DIR, REPO_ROOT
 
 RETRIES = 2  # a task whose worker is lost is graded again, at most this many more times
 

@@ -1,20 +1,19 @@
-"""Where the katas run: CUDA when there is a GPU, otherwise the CPU with Triton's interpreter.
+"""Where the katas run: CUDA when there is a GPU, otherwise the CPU with Triton's interpreter;
+and how a call is timed there (`bench`).
 
-The GPU tests (`katas/*/test_*_gpu.py`) take where and how big they run from one object, the
-`gpu` fixture (a `GpuRun`): on a GPU machine its device is CUDA and its sizes are the real ones;
-in a rehearsal (`pytest katas -m gpu --rehearse`) the CPU stands in for the GPU, the sizes are
-small, Triton kernels run through the interpreter, and speed targets are recorded, not judged.
+The bottom of `grading/`: it imports nothing from the repository. Solutions may import it
+(`gpu_path`: whether code working on a tensor takes its GPU branch, which a rehearsal of the GPU
+tests, `pytest katas -m gpu --rehearse`, runs on the CPU).
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
+import time
+from collections.abc import Callable
 
 import torch
-
-from grading.rehearsal import Work
 
 # Set (to "1") for the whole process by `--rehearse`, like TRITON_INTERPRET: code that has a GPU
 # path takes it in a rehearsal too (`gpu_path`), so that path has run before any GPU sees it.
@@ -89,68 +88,21 @@ def float_dtypes(*, triton: bool = False) -> list[torch.dtype]:
     return dtypes
 
 
-@dataclass
-class GpuRun:
-    """Where and how big a GPU test runs: the one device and the one size switch GPU tests use.
+def bench(fn: Callable[[], object], *, warmup: int = 25, rep: int = 100) -> float:
+    """Median milliseconds per call of `fn`, after a warm-up call.
 
-    `device` is CUDA on a GPU machine and the CPU in a rehearsal. `size(real, rehearsed)` picks
-    a dimension (a sequence length, a model width), `count(real, rehearsed)` a number of things
-    done (requests, tokens, sweep points), `dtype(d)` a dtype (bfloat16 becomes float16 in a
-    rehearsal: Triton's interpreter has no bfloat16), and `bench(fn)` times a call. In a
-    rehearsal `work` keeps how much larger the real run is and what its benchmarks ask for, from
-    which the GPU check estimates the test's time (`grading.rehearsal`).
+    On a GPU, `triton.testing.do_bench` (`warmup` and `rep` in milliseconds), which flushes the L2
+    cache between calls and takes the median, so speed-ups recorded by different katas are
+    comparable. Without one (a rehearsal of the GPU tests on the CPU), the same call timed with
+    the CPU's clock: one call (Triton's interpreter compiles nothing). Those times rehearse the
+    code path only; they are never judged.
     """
+    if not torch.cuda.is_available():
+        start = time.perf_counter()
+        fn()
+        return (time.perf_counter() - start) * 1e3
+    import triton.testing  # only on a GPU machine
 
-    device: torch.device
-    rehearsal: bool
-    work: Work = field(default_factory=Work)
-
-    @classmethod
-    def here(cls, rehearse: bool) -> GpuRun:
-        return cls(torch.device("cpu") if rehearse else torch.device("cuda"), rehearse)
-
-    def size(self, real, rehearsed):
-        if self.rehearsal and isinstance(real, (int, float)):  # None: the real run's default
-            self.work.size_scale = max(self.work.size_scale, real / rehearsed)
-        return rehearsed if self.rehearsal else real
-
-    def count(self, real: int, rehearsed: int) -> int:
-        if self.rehearsal:
-            self.work.count_scale = max(self.work.count_scale, real / rehearsed)
-        return rehearsed if self.rehearsal else real
-
-    def dtype(self, dtype: torch.dtype) -> torch.dtype:
-        return torch.float16 if self.rehearsal and dtype == torch.bfloat16 else dtype
-
-    def generator(self, seed: int) -> torch.Generator:
-        return torch.Generator(device=self.device).manual_seed(seed)
-
-    def randn(self, *shape: int, seed: int, dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
-        """Random inputs drawn on the device: for timing, values only need to be ordinary."""
-        gen = self.generator(seed)
-        return torch.randn(shape, generator=gen, device=self.device, dtype=self.dtype(dtype))
-
-    def bench(self, fn, *, warmup: int = 25, rep: int = 100) -> float:
-        """Median milliseconds per call (`grading.attention.bench`: `triton.testing.do_bench` on
-        a GPU, the CPU's clock in a rehearsal)."""
-        from grading.attention import bench
-
-        self.work.bench_ms += warmup + rep
-        return bench(fn, warmup=warmup, rep=rep)
-
-    def extra_memory(self, fn) -> tuple[int, int]:
-        """(bytes allocated at the peak of one call of `fn` beyond what was there before, bytes
-        of its output). In a rehearsal the CPU keeps no allocation statistics: the largest
-        tensor the call made, as the cost counters see it (a lower bound of the peak)."""
-        fn()  # compile and warm up outside the measurement
-        if self.device.type != "cuda":
-            from grading.rehearsal import largest_tensor_bytes
-
-            out, nbytes = largest_tensor_bytes(fn)
-            return nbytes, out.numel() * out.element_size()
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        before = torch.cuda.memory_allocated()
-        out = fn()
-        torch.cuda.synchronize()
-        return torch.cuda.max_memory_allocated() - before, out.numel() * out.element_size()
+    fn()  # compilation, autotuning, allocator warm-up
+    torch.cuda.synchronize()
+    return float(triton.testing.do_bench(fn, warmup=warmup, rep=rep, return_mode="median"))

@@ -7,7 +7,7 @@
 Runs with the machine's own python3 and installs nothing (PyTorch >= 2.4, Triton >= 3.0, pytest,
 pytest-timeout and Hypothesis must be there). The plan, `results/gpu_plan.json`, comes from the
 rehearsal of the GPU tests on the CPU (`nox -s rehearse`): every GPU test with its estimated
-seconds on an H200 (`grading.rehearsal`). The check prints the plan first, then runs the tests in
+seconds on an H200 (`grading.judge.rehearsal`). The check prints the plan first, then runs the tests in
 order of value: each kata's correctness on the GPU, then each kata's headline speed figure, then
 the sweeps. Each kata's tests of one kind run in a pytest process of their own, each test with a
 time limit; no process starts past the budget. Figures and the table of outcomes are written
@@ -26,9 +26,9 @@ import sys
 import time
 from pathlib import Path
 
-from grading.figures import markdown_table
-from grading.impl import REPO_ROOT
-from grading.rehearsal import PLAN, PlannedTest, read_plan
+from grading.judge.figures import markdown_table
+from grading.judge.impl import REPO_ROOT
+from grading.judge.rehearsal import PLAN, PlannedTest, read_plan
 
 BUDGET_S = 420  # a 10-minute loan, less the machine's start and the copies
 KINDS = ("correctness", "headline", "sweep")

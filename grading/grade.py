@@ -22,8 +22,8 @@ from pathlib import Path
 
 from grading import assignment as assignments
 from grading.assignment import Assignment, score_kata
-from grading.impl import REPO_ROOT, kata_names
-from grading.limits import (
+from grading.judge.impl import REPO_ROOT, kata_names
+from grading.judge.limits import (
     GRADE_TEST_LIMIT,
     RUN_LIMIT_FACTOR,
     RUN_LIMIT_FLOOR,
@@ -32,9 +32,9 @@ from grading.limits import (
     WALL_PER_CPU,
     limits_for,
 )
+from grading.judge.source_check import check_source
 from grading.reports import write_class, write_submission
 from grading.sandbox import run_kata
-from grading.source_check import check_source
 
 
 def environment(seed: int) -> dict:
@@ -172,7 +172,7 @@ def calibrate(
 ) -> dict[str, dict]:
     """{kata: {"test", "run"}}: the CPU seconds of the reference's slowest test and whole run on
     this machine, measured once per machine, commit and example count, and cached."""
-    from grading.limits import cached_timings, calibration_file, save_timings
+    from grading.judge.limits import cached_timings, calibration_file, save_timings
 
     path = calibration_file(commit, examples)
     timings = cached_timings(path)

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 
-from grading.limits import arm, disarm, timed_out
+from grading.judge.limits import arm, disarm, timed_out
 
 settings.register_profile(
     "grade",
@@ -43,7 +43,7 @@ settings.register_profile(
 )
 
 # A failure whose text names one of these broke a rule the harness checks on every call
-# (grading.guards' GuardFailure, grading.observe's OffTheBooks).
+# (grading.judge.guards' GuardFailure, grading.judge.observe's OffTheBooks).
 GUARD_SIGNS = ("GuardFailure", "OffTheBooks")
 MESSAGE_LIMIT = 8000  # characters of a failure's text kept (its end: the assertion's message)
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grading.impl import KATAS_DIR, REPO_ROOT, kata_names
+from grading.judge.impl import KATAS_DIR, REPO_ROOT, kata_names
 from grading.learner import pristine_stub
 from grading.progress import by_part, first_line, part_name, part_of
 from grading.sandbox import run_kata

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from grading.aot import TARGETS, CompileResult, KernelBuild, as_json, compile_calls
-from grading.impl import KATAS_DIR, ImplError, kata_names, load_module, resolve_impl
+from grading.judge.impl import KATAS_DIR, ImplError, kata_names, load_module, resolve_impl
 
 
 def compile_checks(kata: str) -> Path:

@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from grading.impl import KATAS_DIR, REPO_ROOT, kata_names
+from grading.judge.impl import KATAS_DIR, REPO_ROOT, kata_names
 from grading.progress import record_path
 
 STATE_DIR = REPO_ROOT / ".katas"

@@ -33,7 +33,7 @@ import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grading.impl import REPO_ROOT
+from grading.judge.impl import REPO_ROOT
 
 MUTANTS_DIR = REPO_ROOT / "tests" / "mutants"
 
@@ -329,7 +329,7 @@ def serve() -> None:
     os.dup2(2, 1)  # anything else printed goes to stderr, never into the answers
     from grading.devices import use_triton_interpreter_without_gpu
 
-    use_triton_interpreter_without_gpu()  # as grading.plugin does, before Triton is imported
+    use_triton_interpreter_without_gpu()  # as grading.judge.plugin does, before Triton is imported
     import pytest  # noqa: F401  (the slow imports every child would repeat; not pytest's
     import torch  # noqa: F401  plugins, whose modules pytest must import itself to rewrite)
     import torch.utils.flop_counter  # noqa: F401

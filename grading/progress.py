@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from grading.impl import KATAS_DIR, REPO_ROOT, ImplError, kata_names, kata_of
+from grading.judge.impl import KATAS_DIR, REPO_ROOT, ImplError, kata_names, kata_of
 
 STATE_DIR = REPO_ROOT / ".katas"
 NEXT = re.compile(r"level \d+: (\S+) is not implemented yet")

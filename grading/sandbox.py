@@ -23,15 +23,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grading.grade_plugin import GUARD_SIGNS  # a failure that is a cheat, not a mistake
-from grading.impl import REPO_ROOT
-from grading.limits import WALL_PER_CPU
+from grading.judge.impl import REPO_ROOT
+from grading.judge.limits import WALL_PER_CPU
 from grading.progress import level_of, part_of
 
 COPIED = ["katas", "grading", "reference", "conftest.py", "pyproject.toml", "README.md"]
 MEMORY_LIMIT = 8 * 2**30  # address space of the test process, in bytes
 OUTPUT_LIMIT = 32 * 2**20  # bytes a run may print or write to one file
 MEMORY_SIGNS = ("MemoryError", "can't allocate memory", "Cannot allocate memory")
-# grading.impl's message when the submitted file raises while it is imported.
+# grading.judge.impl's message when the submitted file raises while it is imported.
 IMPORT_FAILED = re.compile(r"importing \S+ failed: (.+)")
 NOT_IMPORTED = "not run: the file does not import (the kata's reason says why)"
 PR_SET_PDEATHSIG = 1
@@ -237,7 +237,7 @@ def _read_results(run: KataRun, results: Path) -> tuple[bool, list[str]]:
 
 RUNNING = "the run ended while this test was running"
 NOT_REACHED = "not reached: the run ended before this test started"
-TIMED_OUT = "did not finish within"  # grading.plugin's message for a test past its limit
+TIMED_OUT = "did not finish within"  # grading.judge.plugin's message for a test past its limit
 
 
 def _explain(
@@ -283,7 +283,7 @@ def _why_zero(
         line = next(
             (s for s in broken[0]["message"].splitlines() if any(m in s for m in GUARD_SIGNS)), ""
         )
-        rule = line.split(": ", 1)[-1].strip()  # without "E   grading.guards.GuardFailure: "
+        rule = line.split(": ", 1)[-1].strip()  # without "E   grading.judge.guards.GuardFailure: "
         return f"broke a rule the harness checks on every call: {rule[:300]}"
     if any(sign in t["message"] for t in run.tests for sign in MEMORY_SIGNS):
         return f"exhausted memory: over the limit of {MEMORY_LIMIT // 2**30} GiB"

@@ -22,7 +22,7 @@ import torch
 
 from grading.devices import gpu_path
 from grading.model import causal_mask
-from grading.naive import Completion, Request
+from grading.model.naive import Completion, Request
 from reference.moe import moe_forward
 
 __all__ = ["Completion", "Request", "moe_feed_forward", "serve"]

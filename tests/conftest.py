@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from grading.impl import REPO_ROOT, kata_names
+from grading.judge.impl import REPO_ROOT, kata_names
 from grading.mutants import WALL_PER_CPU_SECOND, WarmJudge, limit_cpu, read_adversary
 
 # One thread per process: the self-test runs several processes at once on a machine of a few

@@ -7,13 +7,13 @@ import torch
 
 pytest.importorskip("transformers", reason="needs the `models` extra")
 
-from grading.baselines import (  # noqa: E402
+from grading.model import greedy_generate_no_cache, make_model  # noqa: E402
+from grading.model.baselines import (  # noqa: E402
     as_transformers,
     transformers_continuous,
     transformers_static,
 )
-from grading.model import greedy_generate_no_cache, make_model  # noqa: E402
-from grading.naive import Request  # noqa: E402
+from grading.model.naive import Request  # noqa: E402
 
 
 @pytest.mark.parametrize("n_experts", [0, 4])

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from grading.impl import REPO_ROOT, load_module
+from grading.judge.impl import REPO_ROOT, load_module
+from grading.model.workload import WorkloadRequest
 from grading.mutants import read_mutant, write_mutant
-from grading.workload import WorkloadRequest
 from katas.batching.cases import (
     LISTED_OUT_OF_ORDER,
     Limits,

@@ -1,7 +1,7 @@
 """The benchmarks run end to end on tiny settings, and every method's tokens are greedy decoding's.
 
-The trained pair is stood in for by random weights in the trained models' shapes (`grading.train`
-TARGET and DRAFT), written as checkpoints the way `python -m grading.train` writes them; the
+The trained pair is stood in for by random weights in the trained models' shapes (`grading.model.train`
+TARGET and DRAFT), written as checkpoints the way `python -m grading.model.train` writes them; the
 serving benchmark's mixture and workload are shrunk so that each test takes seconds.
 """
 
@@ -15,11 +15,11 @@ import torch
 pytest.importorskip("transformers", reason="needs the `models` extra")
 pytest.importorskip("safetensors", reason="needs the `models` extra")
 
-from grading.hf import save_checkpoint  # noqa: E402
-from grading.impl import load_impl  # noqa: E402
+from grading.judge.impl import load_impl  # noqa: E402
 from grading.model import greedy_generate_no_cache, make_model  # noqa: E402
-from grading.train import DRAFT, TARGET  # noqa: E402
-from grading.workload import held_out_prompts  # noqa: E402
+from grading.model.hf import save_checkpoint  # noqa: E402
+from grading.model.train import DRAFT, TARGET  # noqa: E402
+from grading.model.workload import held_out_prompts  # noqa: E402
 from katas.serving import benchmark as serving  # noqa: E402
 from katas.speculative_decoding import benchmark as speculative  # noqa: E402
 
@@ -65,7 +65,7 @@ def test_speculative_benchmark_gives_greedy_decodings_bytes(pair, tmp_path):
 
 
 def test_speculative_benchmark_refuses_a_folder_without_models(tmp_path):
-    with pytest.raises(SystemExit, match="python -m grading.train"):
+    with pytest.raises(SystemExit, match="python -m grading.model.train"):
         speculative.main(["--models", str(tmp_path), "--out", str(tmp_path)])
 
 

@@ -24,7 +24,7 @@ import pytest
 
 from grading.assignment import load as load_assignment
 from grading.assignment import score_kata
-from grading.impl import KATAS_DIR, REPO_ROOT, kata_names
+from grading.judge.impl import KATAS_DIR, REPO_ROOT, kata_names
 from grading.mutants import MUTANTS_DIR, mutated_source, read_adversary, read_mutant
 
 KATA = "context_extension"

@@ -8,12 +8,12 @@ import shutil
 import pytest
 import torch
 
-from grading.cost import CountingModel, count_flops, held_bytes, largest_tensor
-from grading.figures import FigureLog, markdown_table
-from grading.impl import REPO_ROOT, ImplError, kata_of, resolve_impl
+from grading.judge.cost import CountingModel, count_flops, held_bytes, largest_tensor
+from grading.judge.figures import FigureLog, markdown_table
+from grading.judge.impl import REPO_ROOT, ImplError, kata_of, resolve_impl
+from grading.judge.oracles import attention_oracle
+from grading.judge.tolerance import TOLERANCES, assert_close, assert_error_within, error_floor
 from grading.model import make_model
-from grading.oracles import attention_oracle
-from grading.tolerance import TOLERANCES, assert_close, assert_error_within, error_floor
 
 
 @pytest.mark.parametrize("dtype", list(TOLERANCES))

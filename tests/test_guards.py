@@ -1,10 +1,10 @@
-"""The guards of grading/guards.py: each cheat in tests/adversarial/ fails with its guard's
+"""The guards of grading/judge/guards.py: each cheat in tests/adversarial/ fails with its guard's
 message, and a guarded implementation behaves exactly like the unguarded one otherwise.
 
 An adversary file has the mutant format of grading/mutants.py (EDITS and REPLACE on the
 reference), plus KATA (the reference it patches), TESTS (the kata tests to run) and EXPECT (a
 piece of the message the guard must print). One with `CHECK = "source"` is caught before it
-runs, by the static check of grading/source_check.py, which grading applies to every submission.
+runs, by the static check of grading/judge/source_check.py, which grading applies to every submission.
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ import numpy as np
 import pytest
 import torch
 
-from grading.cost import count_flops, largest_tensor, measure
-from grading.guards import GuardFailure, JudgeSnapshot, guard_module
-from grading.impl import REPO_ROOT, kata_names, load_module
+from grading.judge.cost import count_flops, largest_tensor, measure
+from grading.judge.guards import GuardFailure, JudgeSnapshot, guard_module
+from grading.judge.impl import REPO_ROOT, kata_names, load_module
+from grading.judge.observe import OffTheBooks
+from grading.judge.source_check import check_source
 from grading.mutants import read_adversary, write_mutant
-from grading.observe import OffTheBooks
-from grading.source_check import check_source
 
 ADVERSARIES = sorted((REPO_ROOT / "tests" / "adversarial").glob("*.py"))
 
@@ -320,9 +320,9 @@ def test_a_result_that_shares_memory_with_an_argument_is_aliasing(guarded):
 
 
 def test_the_judge_snapshot_sees_a_replaced_function(monkeypatch):
-    import grading.tolerance
+    import grading.judge.tolerance
 
     snapshot = JudgeSnapshot([])
     assert snapshot.changes() == []
-    monkeypatch.setattr(grading.tolerance, "assert_close", lambda *a, **k: None)
-    assert "grading.tolerance.assert_close" in snapshot.changes()
+    monkeypatch.setattr(grading.judge.tolerance, "assert_close", lambda *a, **k: None)
+    assert "grading.judge.tolerance.assert_close" in snapshot.changes()

@@ -14,8 +14,8 @@ import json
 import pytest
 import torch
 
+from grading.judge.tolerance import assert_close
 from grading.model import SequenceCache, from_pretrained
-from grading.tolerance import assert_close
 
 transformers = pytest.importorskip("transformers", reason="needs the `models` extra")
 pytest.importorskip("safetensors", reason="needs the `models` extra")
@@ -118,7 +118,7 @@ def test_settings_the_model_cannot_run_are_refused_by_name(tmp_path):
 
 def test_tokenizer_loads_from_the_folder(tmp_path):
     tokenizers = pytest.importorskip("tokenizers", reason="needs the `models` extra")
-    from grading.hf import load_tokenizer
+    from grading.model.hf import load_tokenizer
 
     tok = tokenizers.Tokenizer(tokenizers.models.BPE(unk_token="?"))
     tok.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)

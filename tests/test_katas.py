@@ -6,7 +6,7 @@ import inspect
 
 import pytest
 
-from grading.impl import KATAS_DIR, REPO_ROOT, kata_names, load_module
+from grading.judge.impl import KATAS_DIR, REPO_ROOT, kata_names, load_module
 
 KATAS = kata_names()
 

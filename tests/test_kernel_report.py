@@ -17,7 +17,7 @@ import pytest
 import triton
 
 from grading.aot import CompileResult, GpuCall, KernelBuild, check_compiles, compile_calls
-from grading.impl import REPO_ROOT
+from grading.judge.impl import REPO_ROOT
 from grading.kernel_report import main as kernel_report
 
 REFERENCE = REPO_ROOT / "reference" / "flash_attention.py"

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from grading.impl import REPO_ROOT
 from grading.interview import Interview
+from grading.judge.impl import REPO_ROOT
 from grading.sandbox import copy_repository
 
 KATA = "context_extension"

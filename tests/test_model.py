@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from grading.devices import REHEARSAL, float_dtypes
+from grading.judge.rehearsal import Tally, Work
+from grading.judge.tolerance import assert_close, assert_error_within
 from grading.model import SequenceCache, greedy_generate_no_cache, make_model
-from grading.rehearsal import Tally, Work
-from grading.tolerance import assert_close, assert_error_within
 
 
 class ConcatCache:
@@ -280,7 +280,7 @@ def test_one_attention_for_all_rows_equals_the_row_by_row_path(monkeypatch, dtyp
 
 
 def operators(fn) -> int:
-    """PyTorch operators `fn()` launches, views excluded (grading.rehearsal.Tally)."""
+    """PyTorch operators `fn()` launches, views excluded (grading.judge.rehearsal.Tally)."""
     work = Work()
     with Tally(work):
         fn()

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from grading.impl import KATAS_DIR, kata_names
+from grading.judge.impl import KATAS_DIR, kata_names
 from grading.mutants import (
     MUTANTS_DIR,
     Mutant,

@@ -17,9 +17,9 @@ import torch
 
 from grading.devices import REHEARSAL
 from grading.gpu_check import BUDGET_S, PLAN, ordered, planned_total
-from grading.guards import GPU_CALLS, guard_module
-from grading.impl import REPO_ROOT
-from grading.rehearsal import read_plan
+from grading.judge.guards import GPU_CALLS, guard_module
+from grading.judge.impl import REPO_ROOT
+from grading.judge.rehearsal import read_plan
 
 REHEARSAL_TIMEOUT_S = 900  # about two minutes of CPU; a shared machine may take longer
 

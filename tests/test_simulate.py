@@ -21,12 +21,12 @@ pytest.importorskip("textual", reason="the simulation needs its extra: pip insta
 
 from rich.console import Console  # noqa: E402
 
-from grading.hf import save_checkpoint  # noqa: E402
-from grading.impl import REPO_ROOT, load_impl  # noqa: E402
+from grading.judge.impl import REPO_ROOT, load_impl  # noqa: E402
 from grading.model import make_model  # noqa: E402
+from grading.model.hf import save_checkpoint  # noqa: E402
+from grading.model.train import decode, stdlib_source  # noqa: E402
+from grading.model.train import main as train  # noqa: E402
 from grading.mutants import read_mutant, write_mutant  # noqa: E402
-from grading.train import decode, stdlib_source  # noqa: E402
-from grading.train import main as train  # noqa: E402
 from katas.batching import timeline  # noqa: E402
 from katas.simulate import scenes  # noqa: E402
 from katas.simulate.__main__ import load_all, main  # noqa: E402

@@ -14,7 +14,7 @@ The template, in short:
 - stub: every unimplemented function has a docstring, `# TODO(level N): ...` and
   `raise NotImplementedError("level N: <Name> is not implemented yet")`;
 - levels numbered alike in README, stub, test file names (and the reference, where it names them);
-- bad input checked through a table of `grading.errors.BadCall` and `assert_value_error`.
+- bad input checked through a table of `grading.judge.errors.BadCall` and `assert_value_error`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from grading.impl import KATAS_DIR, kata_names
+from grading.judge.impl import KATAS_DIR, kata_names
 
 SECTIONS = ["The story", "The task", "Targets", "Running the tests", "Hints"]
 LEVEL_FILE = re.compile(r"test_(?P<kata>\w+?)_(?P<n>\d+)_(?P<level>[a-z][a-z0-9_]*)\.py")
@@ -242,7 +242,7 @@ def template_problems(kata_dir: Path) -> list[str]:
     has_table = any("BadCall(" in t for t in tables)
     if not (has_table and any("assert_value_error(" in t for t in tests)):
         problems.append(
-            "no bad-input table: list bad calls as grading.errors.BadCall and check them with "
+            "no bad-input table: list bad calls as grading.judge.errors.BadCall and check them with "
             "assert_value_error"
         )
     return problems
@@ -332,7 +332,7 @@ class Scaler:
         raise NotImplementedError("level 2: Scaler.scale is not implemented yet")
 '''
 
-GOOD_TEST = """from grading.errors import BadCall, assert_value_error
+GOOD_TEST = """from grading.judge.errors import BadCall, assert_value_error
 
 BAD = [BadCall("add(1, None)", "no tensor", lambda impl: impl.add(1, None), names="b")]
 

@@ -9,9 +9,9 @@ import torch
 
 pytest.importorskip("safetensors", reason="needs the `models` extra")
 
-from grading.hf import save_checkpoint  # noqa: E402
 from grading.model import from_pretrained, make_model  # noqa: E402
-from grading.train import decode, encode, main, sha256  # noqa: E402
+from grading.model.hf import save_checkpoint  # noqa: E402
+from grading.model.train import decode, encode, main, sha256  # noqa: E402
 
 
 @pytest.mark.parametrize("n_experts", [0, 4])
@@ -48,7 +48,7 @@ def test_the_training_script_runs_a_few_steps(tmp_path):
 def test_speculation_counts_what_the_target_accepts():
     """A draft that is the target itself has every proposal accepted: k + 1 bytes per call;
     prompt lookup proposes what followed the tail's last occurrence."""
-    from grading.train import CONTEXT, TARGET, initialised, lookup, speculation
+    from grading.model.train import CONTEXT, TARGET, initialised, lookup, speculation
 
     assert lookup(encode("abcXabcY abc"), 2).tolist() == list(b"Y ")
     assert lookup(encode("xyz"), 4).numel() == 0
@@ -59,9 +59,9 @@ def test_speculation_counts_what_the_target_accepts():
 
 
 def test_the_shipped_models_are_the_recorded_ones_and_agree_as_recorded():
-    """The checkpoints in grading/models are the ones their training.json describes (sha256),
+    """The checkpoints in grading/model/checkpoints are the ones their training.json describes (sha256),
     and measuring them again on held-out source gives agreement.json's figures."""
-    from grading.train import SHIPPED, encode, measure, stdlib_source
+    from grading.model.train import SHIPPED, encode, measure, stdlib_source
 
     for name in ("target", "draft"):
         record = json.loads((SHIPPED / name / "training.json").read_text())

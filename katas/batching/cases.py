@@ -1,7 +1,7 @@
 """The batching kata's test kit: workloads, the solo greedy oracle, and a reading of the model's
 log that says, call by call, whom the implementation served, with which tokens, at which step.
 
-Every `model.forward_batch` call is recorded in `model.batch_log` (grading/model.py): for each
+Every `model.forward_batch` call is recorded in `model.batch_log` (grading/model/llama.py): for each
 row, which cache it used, the position it started at and the tokens it fed. A row that starts at
 position 0 begins a *segment* (one request's cache from empty); the test workloads give every
 request a different first prompt token, so that token names the request. Everything the tests
@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 import torch
 from hypothesis import strategies as st
 
-from grading.audit import audited
-from grading.errors import BadCall
+from grading.judge.audit import audited
+from grading.judge.errors import BadCall
+from grading.judge.strategies import lengths, seeds
 from grading.model import greedy_generate_no_cache, make_model
-from grading.strategies import lengths, seeds
-from grading.workload import WorkloadRequest
+from grading.model.workload import WorkloadRequest
 
 MAX_SEQ_LEN = 40  # the test model's context: prompts from 1 token to all of it stay cheap
 VOCAB = 64
@@ -104,7 +104,7 @@ def workloads(
 
 def serve(strategy, model, *args, **kwargs):
     """Run a strategy with a fresh log; return (its completions, the log of its calls), the log
-    checked against the model calls that really ran (grading/audit.py)."""
+    checked against the model calls that really ran (grading/judge/audit.py)."""
     requests = args[0] if args and isinstance(args[0], list) else []
     before = [_fields(r) for r in requests]
     model.batch_log.clear()

@@ -4,7 +4,7 @@ Run the tests with `nox -s batching` (or `pytest katas/batching`).
 
 The clock: time is counted in steps. Every model call is one step; a step in which nothing can
 run passes idle. A request may be served only at steps >= its `arrival`. One model call serves a
-ragged batch (see grading/model.py):
+ragged batch (see grading/model/llama.py):
 
     model.forward_batch(rows, caches) -> logits
         rows:   B LongTensors [T_b] on the model's device (next(model.parameters()).device),

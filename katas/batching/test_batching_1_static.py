@@ -9,10 +9,10 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from grading.errors import BadCall, assert_value_error
-from grading.guards import caller_changes
+from grading.judge.errors import BadCall, assert_value_error
+from grading.judge.guards import caller_changes
 from grading.model import greedy_generate_no_cache, load_weights_in_place, make_model
-from grading.workload import WorkloadRequest
+from grading.model.workload import WorkloadRequest
 from katas.batching.cases import (
     LISTED_OUT_OF_ORDER,
     MAX_SEQ_LEN,

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from grading.errors import BadCall, assert_value_error
+from grading.judge.errors import BadCall, assert_value_error
 from katas.batching.cases import (
     LISTED_OUT_OF_ORDER,
     REQUEST_ERROR_NAMES,

@@ -7,10 +7,10 @@ import torch
 from hypothesis import example, given, note
 from hypothesis import strategies as st
 
-from grading.cost import count_flops
-from grading.errors import BadCall, assert_value_error
+from grading.judge.cost import count_flops
+from grading.judge.errors import BadCall, assert_value_error
 from grading.model import make_model
-from grading.workload import WorkloadRequest, poisson_workload
+from grading.model.workload import WorkloadRequest, poisson_workload
 from katas.batching.cases import (
     MAX_SEQ_LEN,
     Limits,

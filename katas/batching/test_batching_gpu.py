@@ -5,7 +5,7 @@ Skipped without CUDA; on a GPU machine `python3 -m grading.gpu_check` runs it wi
 The model is the shared Llama-style decoder made large enough that its matrix products matter
 (4 layers, 2048 wide, 32000-token vocabulary, bfloat16); the workload is the shipped chat-like
 one at half the ShareGPT lengths. Each strategy serves the whole workload, timed with
-`grading.attention.bench` (median of repeated runs after a warm-up) in one session, and only
+`grading.devices.bench` (median of repeated runs after a warm-up) in one session, and only
 ratios are judged: continuous batching must reach at least 2x static batching's tokens/s.
 """
 
@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from grading.model import make_model
-from grading.workload import poisson_workload
+from grading.model.workload import poisson_workload
 
 pytestmark = pytest.mark.gpu
 

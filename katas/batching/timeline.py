@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from grading.impl import load_impl
+from grading.judge.impl import load_impl
 from grading.model import make_model
 
 CUSTOMERS = [("A", "Hello", 2, 0), ("B", "How are you today?", 6, 0), ("C", "Hi", 1, 1),

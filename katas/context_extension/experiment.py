@@ -22,7 +22,7 @@ import math
 import sys
 from types import ModuleType
 
-from grading.impl import load_impl
+from grading.judge.impl import load_impl
 
 
 def _unseen(original: float, scaled: float, trained: int, longest: int) -> bool:

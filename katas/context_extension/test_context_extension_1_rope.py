@@ -14,12 +14,12 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from grading.cost import count_flops, count_multiplies, largest_tensor, measure
 from grading.devices import float_dtypes
-from grading.errors import BadCall, assert_value_error
-from grading.guards import caller_changes
-from grading.strategies import lengths, randn, seeds
-from grading.tolerance import assert_close
+from grading.judge.cost import count_flops, count_multiplies, largest_tensor, measure
+from grading.judge.errors import BadCall, assert_value_error
+from grading.judge.guards import caller_changes
+from grading.judge.strategies import lengths, randn, seeds
+from grading.judge.tolerance import assert_close
 from katas.context_extension.cases import (
     FAR_POSITIONS,
     bases,

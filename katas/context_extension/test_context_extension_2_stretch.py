@@ -13,9 +13,9 @@ import torch
 from hypothesis import example, given, note
 from hypothesis import strategies as st
 
-from grading.cost import measure
-from grading.errors import BadCall, assert_value_error
-from grading.tolerance import assert_close
+from grading.judge.cost import measure
+from grading.judge.errors import BadCall, assert_value_error
+from grading.judge.tolerance import assert_close
 from katas.context_extension.cases import (
     bases,
     dynamic_ntk_oracle,

@@ -10,9 +10,9 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from grading.errors import BadCall, assert_value_error
-from grading.strategies import lengths
-from grading.tolerance import assert_close
+from grading.judge.errors import BadCall, assert_value_error
+from grading.judge.strategies import lengths
+from grading.judge.tolerance import assert_close
 from katas.context_extension.cases import alibi_bias_oracle, alibi_slopes_oracle
 
 F32 = torch.float32

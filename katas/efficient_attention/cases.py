@@ -10,11 +10,11 @@ import torch
 import torch.nn.functional as F
 from hypothesis import strategies as st
 
-from grading.attention import AttentionCase, below_mask_powers, causal_mask
 from grading.devices import float_dtypes
+from grading.judge.attention import AttentionCase, below_mask_powers, causal_mask
+from grading.judge.oracles import attention_oracle
+from grading.judge.strategies import gqa_heads, lengths, seeds
 from grading.model import apply_rope, rope_tables
-from grading.oracles import attention_oracle
-from grading.strategies import gqa_heads, lengths, seeds
 
 DTYPES = float_dtypes()  # float32, float16 and bfloat16: the reference runs on the CPU
 # None is the default 1 / sqrt(D); 0.0 makes every visible key weigh the same (and catches
@@ -51,7 +51,7 @@ def cases(
 
 @st.composite
 def below_mask_cases(draw, *, max_len: int = 24) -> tuple[AttentionCase, int]:
-    """(case, power) for grading.attention.scores_below_any_mask: D = 16, the default sm_scale,
+    """(case, power) for grading.judge.attention.scores_below_any_mask: D = 16, the default sm_scale,
     and a power the case's dtype holds."""
     H, Hkv = draw(gqa_heads(2, 3))
     case = AttentionCase(

@@ -13,12 +13,12 @@ import torch
 from hypothesis import example, given, note
 from hypothesis import strategies as st
 
-from grading.attention import AttentionCase, causal_mask, scores_below_any_mask
-from grading.cost import count_flops, elements_written, largest_tensor
-from grading.errors import BadCall, assert_value_error
-from grading.oracles import attention_oracle
-from grading.strategies import randn, seeds
-from grading.tolerance import assert_close
+from grading.judge.attention import AttentionCase, causal_mask, scores_below_any_mask
+from grading.judge.cost import count_flops, elements_written, largest_tensor
+from grading.judge.errors import BadCall, assert_value_error
+from grading.judge.oracles import attention_oracle
+from grading.judge.strategies import randn, seeds
+from grading.judge.tolerance import assert_close
 from katas.efficient_attention.cases import (
     below_mask_cases,
     cases,

@@ -11,11 +11,11 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from grading.attention import AttentionCase
-from grading.cost import count_flops, elements_written, largest_tensor
-from grading.errors import BadCall, assert_value_error
-from grading.strategies import randn, seeds
-from grading.tolerance import assert_close
+from grading.judge.attention import AttentionCase
+from grading.judge.cost import count_flops, elements_written, largest_tensor
+from grading.judge.errors import BadCall, assert_value_error
+from grading.judge.strategies import randn, seeds
+from grading.judge.tolerance import assert_close
 from katas.efficient_attention.cases import cases, linear_attention_oracle, strided_like_a_model
 
 # phi(0) = 1: with zero queries and keys every key weighs the same, so each output is the mean

@@ -13,11 +13,11 @@ import torch
 from hypothesis import given, note
 from hypothesis import strategies as st
 
-from grading.cost import count_flops
-from grading.errors import BadCall, assert_value_error
-from grading.oracles import attention_oracle
-from grading.strategies import randn, seeds
-from grading.tolerance import assert_close
+from grading.judge.cost import count_flops
+from grading.judge.errors import BadCall, assert_value_error
+from grading.judge.oracles import attention_oracle
+from grading.judge.strategies import randn, seeds
+from grading.judge.tolerance import assert_close
 from katas.efficient_attention.cases import token_mask
 
 n_blocks = st.integers(1, 24)

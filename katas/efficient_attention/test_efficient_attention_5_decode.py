@@ -12,11 +12,11 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from grading.cost import held_bytes
-from grading.errors import BadCall, assert_value_error
-from grading.oracles import attention_oracle
-from grading.strategies import gqa_heads, randn, seeds
-from grading.tolerance import assert_close
+from grading.judge.cost import held_bytes
+from grading.judge.errors import BadCall, assert_value_error
+from grading.judge.oracles import attention_oracle
+from grading.judge.strategies import gqa_heads, randn, seeds
+from grading.judge.tolerance import assert_close
 from katas.efficient_attention.cases import (
     DTYPES,
     band_mask,

@@ -12,9 +12,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grading.attention import AttentionCase
-from grading.oracles import attention_oracle
-from grading.tolerance import assert_close
+from grading.judge.attention import AttentionCase
+from grading.judge.oracles import attention_oracle
+from grading.judge.tolerance import assert_close
 from katas.efficient_attention.cases import band_mask, linear_attention_oracle, token_mask
 
 B, H, D = 1, 16, 128

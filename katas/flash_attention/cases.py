@@ -1,6 +1,6 @@
 """What the FlashAttention tests draw, and how they judge an output.
 
-Cases are `grading.attention.AttentionCase`s (sizes, flags, dtype, input scale, seed); Hypothesis
+Cases are `grading.judge.attention.AttentionCase`s (sizes, flags, dtype, input scale, seed); Hypothesis
 draws them and prints them when a test fails. The judge is FlashAttention's own rule: the error
 against a float64 oracle may be at most twice the error of PyTorch's attention run in the same
 dtype, plus a small floor.
@@ -14,12 +14,12 @@ import torch
 import torch.nn.functional as F
 from hypothesis import strategies as st
 
-from grading.attention import AttentionCase, below_mask_powers, causal_mask
 from grading.devices import default_device
-from grading.errors import BadCall
-from grading.oracles import attention_oracle, attention_scores
-from grading.strategies import gqa_heads, lengths, seeds
-from grading.tolerance import assert_error_within, max_abs_error
+from grading.judge.attention import AttentionCase, below_mask_powers, causal_mask
+from grading.judge.errors import BadCall
+from grading.judge.oracles import attention_oracle, attention_scores
+from grading.judge.strategies import gqa_heads, lengths, seeds
+from grading.judge.tolerance import assert_error_within, max_abs_error
 
 # Standard deviation of q and k. At 8 the scores reach several hundred: exp() of an unshifted
 # score overflows float32 (beyond 88) and exp2() of it too (beyond 128).

@@ -7,12 +7,12 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from grading.attention import AttentionCase, scores_below_any_mask
-from grading.cost import largest_tensor
 from grading.devices import float_dtypes
-from grading.errors import assert_value_error
-from grading.oracles import attention_oracle
-from grading.tolerance import assert_close
+from grading.judge.attention import AttentionCase, scores_below_any_mask
+from grading.judge.cost import largest_tensor
+from grading.judge.errors import assert_value_error
+from grading.judge.oracles import attention_oracle
+from grading.judge.tolerance import assert_close
 from katas.flash_attention.cases import (
     LONG_NK,
     MODERATE_SCALES,

@@ -7,13 +7,13 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from grading.attention import AttentionCase
-from grading.cost import count_flops
 from grading.devices import default_device, float_dtypes
-from grading.errors import assert_value_error
-from grading.oracles import attention_oracle, log_sum_exp_oracle
-from grading.strategies import gqa_heads, lengths, randn, seeds
-from grading.tolerance import assert_close
+from grading.judge.attention import AttentionCase
+from grading.judge.cost import count_flops
+from grading.judge.errors import assert_value_error
+from grading.judge.oracles import attention_oracle, log_sum_exp_oracle
+from grading.judge.strategies import gqa_heads, lengths, randn, seeds
+from grading.judge.tolerance import assert_close
 from katas.flash_attention.cases import (
     INPUT_SCALES,
     LONG_NK,

@@ -4,7 +4,7 @@ Skipped without CUDA; on a GPU machine `python3 -m grading.gpu_check` runs them 
 reference (`--impl` picks another file); `pytest katas/flash_attention -m gpu --rehearse` runs
 them on the CPU at small sizes, through Triton's interpreter, without judging speed or memory.
 Speeds are TFLOP/s with 4·B·H·N²·D FLOPs (halved when causal), timed with
-`grading.attention.bench` (median of `triton.testing.do_bench` after a warm-up
+`grading.devices.bench` (median of `triton.testing.do_bench` after a warm-up
 call), and judged only as ratios to baselines measured in the same run:
 
 - at N >= 4096 and D = 128, at least 0.8x PyTorch's scaled_dot_product_attention;
@@ -22,9 +22,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grading.attention import AttentionCase, causal_mask
-from grading.oracles import log_sum_exp_oracle
-from grading.tolerance import assert_close
+from grading.judge.attention import AttentionCase, causal_mask
+from grading.judge.oracles import log_sum_exp_oracle
+from grading.judge.tolerance import assert_close
 from katas.flash_attention.cases import check_attention
 
 pytestmark = pytest.mark.gpu

@@ -7,8 +7,8 @@ import functools
 import torch
 from hypothesis import strategies as st
 
+from grading.judge.strategies import gqa_heads, lengths, seeds
 from grading.model import make_model
-from grading.strategies import gqa_heads, lengths, seeds
 
 # The dtypes a cache may hold in these tests (CPU-friendly, every width from 8 bytes to 2).
 FLOAT_DTYPES = [torch.float64, torch.float32, torch.float16, torch.bfloat16]

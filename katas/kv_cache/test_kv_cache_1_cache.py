@@ -10,11 +10,11 @@ import torch
 from hypothesis import example, given, note
 from hypothesis import strategies as st
 
-from grading.cost import held_bytes, largest_tensor, measure
-from grading.errors import BadCall, assert_value_error
-from grading.guards import caller_changes
-from grading.strategies import gqa_heads, lengths, randn, seeds
-from grading.tolerance import assert_close, assert_error_within
+from grading.judge.cost import held_bytes, largest_tensor, measure
+from grading.judge.errors import BadCall, assert_value_error
+from grading.judge.guards import caller_changes
+from grading.judge.strategies import gqa_heads, lengths, randn, seeds
+from grading.judge.tolerance import assert_close, assert_error_within
 from katas.kv_cache.cases import (
     EVERY_DTYPE,
     FLOAT_DTYPES,

@@ -10,11 +10,11 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from grading.cost import CountingModel, count_flops
-from grading.errors import BadCall, assert_value_error
-from grading.guards import caller_changes
+from grading.judge.cost import CountingModel, count_flops
+from grading.judge.errors import BadCall, assert_value_error
+from grading.judge.guards import caller_changes
+from grading.judge.tolerance import tolerance_for
 from grading.model import greedy_generate_no_cache, load_weights_in_place, make_model
-from grading.tolerance import tolerance_for
 from katas.kv_cache.cases import model_setups, tiny_model
 
 MHA = dict(seed=0, n_heads=2, n_kv_heads=2)

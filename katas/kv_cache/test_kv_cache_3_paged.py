@@ -12,13 +12,13 @@ import torch
 from hypothesis import example, given, note
 from hypothesis import strategies as st
 
-from grading.attention import AttentionCase, below_mask_powers, scores_below_any_mask
-from grading.cost import held_bytes, measure
-from grading.errors import BadCall, assert_value_error
-from grading.guards import caller_changes
-from grading.oracles import attention_oracle, attention_scores
-from grading.strategies import gqa_heads, randn, seeds
-from grading.tolerance import assert_close
+from grading.judge.attention import AttentionCase, below_mask_powers, scores_below_any_mask
+from grading.judge.cost import held_bytes, measure
+from grading.judge.errors import BadCall, assert_value_error
+from grading.judge.guards import caller_changes
+from grading.judge.oracles import attention_oracle, attention_scores
+from grading.judge.strategies import gqa_heads, randn, seeds
+from grading.judge.tolerance import assert_close
 from katas.kv_cache.cases import FLOAT_DTYPES, STORAGE_DTYPES, strided_like
 
 HKV, D = 2, 4
@@ -499,7 +499,7 @@ def test_paged_attention_extreme_scores(impl, dtype):
 def test_paged_attention_with_every_score_below_any_mask_constant(
     impl, heads, n, block, dtype, seed, data
 ):
-    """Every visible score is about -2**18 or far lower (grading.attention.scores_below_any_mask):
+    """Every visible score is about -2**18 or far lower (grading.judge.attention.scores_below_any_mask):
     a future key given a finite score (-1e4, -1e30, the dtype's finfo.min) instead of -inf wins
     the softmax."""
     H, Hkv = heads

@@ -19,8 +19,8 @@ import torch.nn.functional as F
 from hypothesis import strategies as st
 
 from grading.devices import float_dtypes
-from grading.errors import BadCall
-from grading.strategies import lengths, randn, seeds
+from grading.judge.errors import BadCall
+from grading.judge.strategies import lengths, randn, seeds
 
 EXPERT_COUNTS = [1, 2, 3, 5, 8]
 # Dyadic fractions: capacity_factor · T · k is exact in floating point, so ceil() is unambiguous.

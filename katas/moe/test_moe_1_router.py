@@ -10,9 +10,9 @@ import torch
 from hypothesis import example, given, note
 from hypothesis import strategies as st
 
-from grading.errors import BadCall, assert_value_error
-from grading.strategies import lengths, randn, seeds
-from grading.tolerance import assert_close
+from grading.judge.errors import BadCall, assert_value_error
+from grading.judge.strategies import lengths, randn, seeds
+from grading.judge.tolerance import assert_close
 from katas.moe.cases import EXPERT_COUNTS, LAYER_DTYPES, bad_input_table, route_oracle
 
 T, E = 4, 3

@@ -9,7 +9,7 @@ import torch
 from hypothesis import example, given, note
 from hypothesis import strategies as st
 
-from grading.errors import BadCall, assert_value_error
+from grading.judge.errors import BadCall, assert_value_error
 from katas.moe.cases import (
     RoutingSpec,
     bad_input_table,

@@ -14,10 +14,10 @@ import torch
 from hypothesis import example, given, note
 from hypothesis import strategies as st
 
-from grading.cost import count_flops, count_multiplies, largest_tensor
-from grading.errors import BadCall, assert_value_error
-from grading.strategies import randn, seeds
-from grading.tolerance import assert_close, assert_error_within, tolerance_for
+from grading.judge.cost import count_flops, count_multiplies, largest_tensor
+from grading.judge.errors import BadCall, assert_value_error
+from grading.judge.strategies import randn, seeds
+from grading.judge.tolerance import assert_close, assert_error_within, tolerance_for
 from katas.moe.cases import (
     CAPACITY_FACTORS,
     LAYER_DTYPES,

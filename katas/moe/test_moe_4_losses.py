@@ -9,10 +9,10 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from grading.errors import BadCall, assert_value_error
-from grading.guards import caller_changes
-from grading.strategies import lengths, randn, seeds
-from grading.tolerance import assert_close
+from grading.judge.errors import BadCall, assert_value_error
+from grading.judge.guards import caller_changes
+from grading.judge.strategies import lengths, randn, seeds
+from grading.judge.tolerance import assert_close
 from katas.moe.cases import (
     EXPERT_COUNTS,
     RoutingSpec,

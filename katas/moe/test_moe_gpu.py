@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from grading.tolerance import assert_error_within
+from grading.judge.tolerance import assert_error_within
 from katas.moe.cases import moe_oracle
 
 

@@ -16,13 +16,13 @@ The mixture: the shipped mixture-of-experts model, random weights, random prompt
 - `serve` with a technique switched off, where its API allows: dense experts (the ladder's
   "+ continuous batching"), max_batch_size=1. The KV cache cannot be switched off: the engine
   always keeps one;
-- what users would run instead, on the very same weights (`grading/baselines.py`): Hugging Face
+- what users would run instead, on the very same weights (`grading/model/baselines.py`): Hugging Face
   transformers' batched `generate` (groups of max_batch_size in arrival order, a static or a
   dynamic KV cache) and its continuous batching (`generate_batch`), where the installed version
   has it. Both serve the whole workload as if every request were waiting from the start: they
   ignore arrivals, which favours them.
 
-The trained pair (`python -m grading.train`, --models): speculative decoding pays only when the
+The trained pair (`python -m grading.model.train`, --models): speculative decoding pays only when the
 draft usually guesses the target's next token, which no random draft does. So it is measured on
 the repository's trained byte-level target and draft, with the workload's lengths and arrivals
 and prompts cut from held-out source: naive_serve, and `serve` at max_batch_size 1 and 32, each
@@ -69,13 +69,13 @@ import torch._dynamo  # noqa: F401 - FlopCounterMode imports it on first use, an
 from torch import nn  # torch functions (torch.manual_seed): imported here, before any test runs
 from torch.utils.flop_counter import FlopCounterMode
 
-from grading.baselines import as_transformers, transformers_continuous, transformers_static
 from grading.devices import has_cuda, synchronize
-from grading.impl import ImplError, load_impl
+from grading.judge.impl import ImplError, load_impl
 from grading.model import TinyLlama, from_pretrained, make_model
-from grading.naive import naive_serve
-from grading.train import SHIPPED
-from grading.workload import held_out_prompts, poisson_workload
+from grading.model.baselines import as_transformers, transformers_continuous, transformers_static
+from grading.model.naive import naive_serve
+from grading.model.train import SHIPPED
+from grading.model.workload import held_out_prompts, poisson_workload
 
 # The shipped models: float32 on the CPU; on a GPU, bfloat16 and about 0.45 B parameters.
 CPU_MODEL = dict(
@@ -225,7 +225,7 @@ def trained_pair(folder: Path, device, n_requests: int, impl) -> tuple[TinyLlama
         if not (folder / name / "config.json").is_file():
             raise ValueError(
                 f"models: no checkpoint at {folder / name}; train the pair first with "
-                f"`python -m grading.train --out {folder}` or pass --models FOLDER"
+                f"`python -m grading.model.train --out {folder}` or pass --models FOLDER"
             )
     target, draft = (from_pretrained(folder / n, device=device) for n in ("target", "draft"))
     context = min(target.config.max_seq_len, draft.config.max_seq_len)
@@ -526,7 +526,7 @@ def report(results: list[Result], mixture: Served, pair: Served, folder: Path, c
         "Hugging Face transformers' batched `generate` (groups of "
         f"{MAX_BATCH} in arrival order, prompts padded on the left, each group decoding until its "
         "longest request is done) and its continuous batching `generate_batch` "
-        "(`grading/baselines.py`). They ignore arrivals (every request waits from the start), "
+        "(`grading/model/baselines.py`). They ignore arrivals (every request waits from the start), "
         "which favours them; tokens fed counts every position of every forward call, padding and "
         "finished rows included. generate_batch runs in a thread of its own, which the FLOP "
         "counter does not see.",
@@ -539,7 +539,7 @@ def report(results: list[Result], mixture: Served, pair: Served, folder: Path, c
         "",
         f"Models (`{folder}`): the byte-level target, {describe(pair.model)}, and its draft, "
         f"{describe(pair.draft)}, trained on the standard library's source by "
-        f"`python -m grading.train`{trained}. float32. A draft with random weights rarely agrees "
+        f"`python -m grading.model.train`{trained}. float32. A draft with random weights rarely agrees "
         "with its target, and speculation then costs more than it saves: a trained draft shows "
         "what it is for.",
         "",

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 import torch
 from hypothesis import strategies as st
 
-from grading.audit import audited
+from grading.judge.audit import audited
 from grading.model import greedy_generate_no_cache, make_model
-from grading.workload import WorkloadRequest, poisson_workload
+from grading.model.workload import WorkloadRequest, poisson_workload
 from katas.batching.cases import MAX_SEQ_LEN, VOCAB, workloads  # noqa: F401 - shared kit
 
 MOE = dict(n_experts=8, top_k=2, max_seq_len=MAX_SEQ_LEN, vocab_size=VOCAB)
@@ -133,7 +133,7 @@ def chat_workload(n: int = 32, seed: int = 0) -> list[WorkloadRequest]:
 def run(fn, model, requests, **kwargs):
     """Call `fn(model, requests, **kwargs)` with fresh logs (the target's and the draft's);
     return (completions, the target's batch_log). Both logs are checked against the model calls
-    that really ran (grading/audit.py)."""
+    that really ran (grading/judge/audit.py)."""
     for m in (model, kwargs.get("draft") or model):
         m.calls.clear()
         m.batch_log.clear()

@@ -6,7 +6,7 @@ Build the engine from the other katas' parts: import your own solutions (`from
 katas.moe.solution import moe_forward`, ...) or the references (`from reference.moe import
 moe_forward`, ...). Every part may also be written here.
 
-The model (grading/model.py) is the shared tiny Llama; here it is a mixture of experts
+The model (grading/model/llama.py) is the shared tiny Llama; here it is a mixture of experts
 (`model.config.n_experts` experts, `model.config.top_k` per token, in every block's `mlp`). One
 step of the engine is one packed call that the engine feeds from its own KV memory:
 
@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import torch
 
-from grading.naive import Completion, Request  # the batching kata's Request and Completion
+from grading.model.naive import Completion, Request  # the batching kata's Request and Completion
 
 __all__ = ["Completion", "Request", "moe_feed_forward", "serve"]
 

@@ -7,12 +7,12 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from grading.cost import count_flops
-from grading.errors import BadCall, assert_value_error
-from grading.guards import caller_changes
+from grading.judge.cost import count_flops
+from grading.judge.errors import BadCall, assert_value_error
+from grading.judge.guards import caller_changes
+from grading.judge.strategies import lengths, randn, seeds
+from grading.judge.tolerance import assert_close
 from grading.model import load_weights_in_place, make_model
-from grading.strategies import lengths, randn, seeds
-from grading.tolerance import assert_close
 
 DTYPES = [torch.float32, torch.float64]
 

@@ -7,11 +7,11 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from grading.cost import count_flops
-from grading.errors import BadCall, assert_value_error
+from grading.judge.cost import count_flops
+from grading.judge.errors import BadCall, assert_value_error
 from grading.model import greedy_generate_no_cache
-from grading.naive import naive_serve
-from grading.workload import WorkloadRequest
+from grading.model.naive import naive_serve
+from grading.model.workload import WorkloadRequest
 from katas.batching.cases import REQUEST_ERROR_NAMES, request_errors
 from katas.serving.cases import (
     MAX_SEQ_LEN,

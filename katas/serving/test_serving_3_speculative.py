@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from grading.cost import count_flops
-from grading.errors import BadCall, assert_value_error
+from grading.judge.cost import count_flops
+from grading.judge.errors import BadCall, assert_value_error
 from grading.model import make_model
 from katas.serving.cases import (
     DRAFTS,

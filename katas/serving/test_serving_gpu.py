@@ -11,7 +11,7 @@ requests at a quarter of the ShareGPT lengths (prompts of about 40 tokens, outpu
 arriving within the first steps: one batch of 32 that drains as its requests finish.
 
 Every variant of the benchmark's ablation on the mixture serves it, timed with
-`grading.attention.bench` (a warm-up run, then the median of repeated runs) in this process, and
+`grading.devices.bench` (a warm-up run, then the median of repeated runs) in this process, and
 each one's tokens/s is recorded as a ratio to naive_serve's. The variants that serve one request
 at a time (naive_serve and max_batch_size=1) run on the first few requests only: tokens/s is a
 rate. Speculation is not measured here: with random weights no draft agrees with the target

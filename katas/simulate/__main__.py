@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from grading.impl import ImplError, load_impl
+from grading.judge.impl import ImplError, load_impl
 from katas.simulate.models import load_models
 from katas.simulate.scenes import Settings
 
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--models", type=Path, default=None,
         help="a folder holding the trained pair as target/ and draft/ (default: the shipped "
-        "grading/models; without it the screens run random weights and show token ids)",
+        "grading/model/checkpoints; without it the screens run random weights and show token ids)",
     )  # fmt: skip
     args = parser.parse_args(argv)
     impls = load_all(args.impl)

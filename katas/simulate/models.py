@@ -1,7 +1,7 @@
 """The models the simulation runs, and their tokens as text.
 
-The repository ships a small trained pair (`python -m grading.train` writes it to
-`grading/models/`): a target and a draft whose tokens are bytes, trained on the Python standard
+The repository ships a small trained pair (`python -m grading.model.train` writes it to
+`grading/model/checkpoints/`): a target and a draft whose tokens are bytes, trained on the Python standard
 library's source. With that pair the screens show text: prompts are windows of held-out
 standard-library source and every token is decoded. Without it (a checkout without the
 checkpoints, or a vocabulary other than bytes) the screens run random-weight models and show token
@@ -52,13 +52,13 @@ def load_models(folder: str | Path | None = None) -> Models:
     float64 so that batched and solo decoding agree exactly; random weights with a notice if
     the pair is missing, cannot load, or does not read bytes."""
     from grading.model import from_pretrained
-    from grading.train import SHIPPED
+    from grading.model.train import SHIPPED
 
     folder = Path(SHIPPED if folder is None else folder)
     fallback = "random weights, tokens shown as numbers"
     if not all((folder / name / "config.json").is_file() for name in ("target", "draft")):
         return random_models(
-            f"no trained models in {folder} (python -m grading.train writes them): {fallback}"
+            f"no trained models in {folder} (python -m grading.model.train writes them): {fallback}"
         )
     try:
         target, draft = (from_pretrained(folder / n, torch.float64) for n in ("target", "draft"))
@@ -79,8 +79,8 @@ def visible(text: str) -> str:
 
 
 def shown(ids) -> str:
-    """Byte tokens decoded (as `grading.train.decode` does) and made visible."""
-    from grading.train import decode
+    """Byte tokens decoded (as `grading.model.train.decode` does) and made visible."""
+    from grading.model.train import decode
 
     return visible(decode(ids))
 
@@ -107,7 +107,7 @@ def pieces(ids: list[int], sizes: list[int]) -> list[str]:
 def _held_out() -> tuple[bytes, tuple[int, ...]]:
     """The held-out source as bytes, and where its code lines start (after the indentation,
     at a letter: a statement, not a comment or a blank line)."""
-    from grading.train import stdlib_source
+    from grading.model.train import stdlib_source
 
     data = stdlib_source(held_out=True).encode()
     starts, line = [], 0

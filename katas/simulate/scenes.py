@@ -16,9 +16,9 @@ from dataclasses import dataclass, field, replace
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from grading.cost import largest_tensor
+from grading.judge.cost import largest_tensor
 from grading.model import greedy_generate_no_cache, make_model
-from grading.workload import poisson_workload
+from grading.model.workload import poisson_workload
 from katas.batching.timeline import CUSTOMERS  # the batching README's sandwich shop
 from katas.simulate.models import MODEL_LEN, Models, pieces, random_models, shown, source_prompts
 

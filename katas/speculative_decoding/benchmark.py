@@ -4,10 +4,10 @@
     python -m katas.speculative_decoding.benchmark --impl solution    # your solution.py
     python -m katas.speculative_decoding.benchmark --impl path/to/file.py --models DIR
 
-The models are the repository's trained byte-level pair (`python -m grading.train` writes them to
-grading/models): a target of about 0.85 M parameters and a draft of about 0.08 M, trained alike
+The models are the repository's trained byte-level pair (`python -m grading.model.train` writes them to
+grading/model/checkpoints): a target of about 0.85 M parameters and a draft of about 0.08 M, trained alike
 on the Python standard library's source, so the draft's greedy choice is usually the target's.
-The prompts are cut from the held-out modules (`grading.train.HELD_OUT`), each from the start of
+The prompts are cut from the held-out modules (`grading.model.train.HELD_OUT`), each from the start of
 a line; tokens are bytes.
 
 Three ways to decode each prompt greedily, all in float32 on one thread:
@@ -40,10 +40,10 @@ from pathlib import Path
 
 import torch
 
-from grading.impl import ImplError, load_impl
+from grading.judge.impl import ImplError, load_impl
 from grading.model import TinyLlama, from_pretrained
-from grading.train import SHIPPED, decode
-from grading.workload import held_out_prompts
+from grading.model.train import SHIPPED, decode
+from grading.model.workload import held_out_prompts
 from katas.serving.benchmark import machine_summary
 from reference.kv_cache import generate
 
@@ -58,7 +58,7 @@ def load_pair(folder: Path, dtype: torch.dtype) -> tuple[TinyLlama, TinyLlama]:
         if not (folder / name / "config.json").is_file():
             raise ValueError(
                 f"models: no checkpoint at {folder / name}; train the pair first with "
-                f"`python -m grading.train --out {folder}` or pass --models FOLDER"
+                f"`python -m grading.model.train --out {folder}` or pass --models FOLDER"
             )
     return tuple(from_pretrained(folder / name, dtype=dtype) for name in ("target", "draft"))
 

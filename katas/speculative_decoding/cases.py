@@ -31,8 +31,8 @@ from statistics import NormalDist
 import torch
 from torch import nn
 
-from grading.audit import audited
-from grading.cost import count_flops, held_bytes
+from grading.judge.audit import audited
+from grading.judge.cost import count_flops, held_bytes
 from grading.model import ModelCall, ModelConfig, TinyLlama, make_model
 
 # Significance of every statistical test. Each runs on fixed seeds, so it gives the same verdict
@@ -50,7 +50,7 @@ def tiny_model(seed: int, dtype: torch.dtype = torch.float64, **overrides) -> nn
 
 def logs_checked(target, draft=None):
     """A block whose shared models' logs (`model.calls`) must match the products that ran
-    through their weights (grading/audit.py): a model run past its own call, e.g. through a
+    through their weights (grading/judge/audit.py): a model run past its own call, e.g. through a
     private method, fails. Test models (ScriptedModel, MarkovModel) are not audited."""
     shared = [m if isinstance(m, TinyLlama) else None for m in (target, draft)]
     return audited(*shared, log="calls")

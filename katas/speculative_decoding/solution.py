@@ -5,7 +5,7 @@ Run the tests with `nox -s speculative_decoding` (or `pytest katas/speculative_d
 Short names: V vocabulary size, k draft tokens proposed per round, T prompt length, N new tokens,
 n tokens committed so far (prompt included).
 
-Both models follow the shared contract of grading/model.py: `model(ids, cache) -> logits`, ids
+Both models follow the shared contract of grading/model/llama.py: `model(ids, cache) -> logits`, ids
 [1, t] -> logits [1, t, V], the new tokens placed at positions cache.seq_len ... onwards. For the
 caches, use the KVCache of the KV-cache kata (`from reference.kv_cache import KVCache`, or your
 own), made in the dtype and on the device of its own model's `next(model.parameters())` (the draft

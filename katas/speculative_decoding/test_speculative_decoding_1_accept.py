@@ -9,9 +9,9 @@ import torch
 from hypothesis import given, note
 from hypothesis import strategies as st
 
-from grading.errors import BadCall, assert_value_error
-from grading.strategies import seeds
-from grading.tolerance import assert_close
+from grading.judge.errors import BadCall, assert_value_error
+from grading.judge.strategies import seeds
+from grading.judge.tolerance import assert_close
 from katas.speculative_decoding.cases import Z, g_test, outcome_distribution
 
 

@@ -9,11 +9,11 @@ import torch
 from hypothesis import given, note
 from hypothesis import strategies as st
 
-from grading.cost import CountingModel
-from grading.errors import BadCall, assert_value_error
-from grading.guards import caller_changes
+from grading.judge.cost import CountingModel
+from grading.judge.errors import BadCall, assert_value_error
+from grading.judge.guards import caller_changes
+from grading.judge.strategies import lengths, seeds
 from grading.model import greedy_generate_no_cache, load_weights_in_place, make_model
-from grading.strategies import lengths, seeds
 from katas.speculative_decoding.cases import (
     SMALL_DRAFT,
     TARGET,

@@ -9,10 +9,10 @@ import torch
 from hypothesis import example, given, note
 from hypothesis import strategies as st
 
-from grading.cost import CountingModel
-from grading.errors import BadCall, assert_value_error, non_finite_calls
+from grading.judge.cost import CountingModel
+from grading.judge.errors import BadCall, assert_value_error, non_finite_calls
+from grading.judge.strategies import lengths, seeds
 from grading.model import greedy_generate_no_cache
-from grading.strategies import lengths, seeds
 from katas.speculative_decoding.cases import (
     MarkovModel,
     ScriptedModel,

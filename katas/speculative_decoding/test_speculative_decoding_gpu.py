@@ -13,7 +13,7 @@ proposes the script's next token with probability alpha and a wrong one otherwis
 agrees with the target exactly as often as the test says, and the speed-up measures what
 speculative decoding buys for a draft of that quality.
 
-Both runs are timed in this process with `grading.attention.bench` (median of several runs):
+Both runs are timed in this process with `grading.devices.bench` (median of several runs):
 plain decoding is the KV-cache kata's reference `generate`, one call per token. Target: at least
 2x at alpha = 0.8, k = 4, where (1 - 0.8^5) / (1 - 0.8) = 3.36 tokens come from each target call.
 """

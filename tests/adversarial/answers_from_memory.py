@@ -23,7 +23,7 @@ EDITS = [
         "\n"
         "\n"
         "def _remember():\n"
-        "    from grading.strategies import randn\n"
+        "    from grading.judge.strategies import randn\n"
         "\n"
         "    for N in (512, 1024):\n"
         "        q, k, v = (randn((1, 2, N, 16), seed=s) for s in range(3))\n"

@@ -2,7 +2,7 @@
 
 scaled_dot_product_attention is exact and never builds the score matrix as one PyTorch op, so
 the result and the largest-tensor count both look right; the online softmax, the point of the
-level, is never written. Caught by the per-kata table of forbidden calls (grading/rules.py).
+level, is never written. Caught by the per-kata table of forbidden calls (grading/judge/rules.py).
 """
 
 KATA = "flash_attention"

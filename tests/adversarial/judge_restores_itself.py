@@ -12,10 +12,10 @@ EDITS = [
     (
         "def kv_cache_bytes(n_layers, n_kv_heads, head_dim, seq_len, batch_size, dtype) -> int:\n",
         "def kv_cache_bytes(n_layers, n_kv_heads, head_dim, seq_len, batch_size, dtype) -> int:\n"
-        "    import grading.tolerance\n\n"
-        "    real = grading.tolerance.assert_close\n\n"
+        "    import grading.judge.tolerance\n\n"
+        "    real = grading.judge.tolerance.assert_close\n\n"
         "    def passes(*args, **kwargs):\n"
-        "        grading.tolerance.assert_close = real  # gone before the test ends\n\n"
-        "    grading.tolerance.assert_close = passes\n",
+        "        grading.judge.tolerance.assert_close = real  # gone before the test ends\n\n"
+        "    grading.judge.tolerance.assert_close = passes\n",
     ),
 ]

@@ -14,8 +14,8 @@ EDITS = [
         "import torch\n",
         "import torch\n"
         "import torch.utils.flop_counter\n\n"
-        "import grading.tolerance\n\n"
-        "grading.tolerance.assert_error_within = lambda *args, **kwargs: None\n"
+        "import grading.judge.tolerance\n\n"
+        "grading.judge.tolerance.assert_error_within = lambda *args, **kwargs: None\n"
         "torch.utils.flop_counter.FlopCounterMode.get_total_flops = lambda self: 0\n",
     ),
 ]

@@ -1,7 +1,7 @@
 """Cheat: sliding-window attention keeps to the band only when a cost helper is on the stack.
 
 Every other call scores every query against every key and masks afterwards, the quadratic work
-the kata is about avoiding; the cost tests, which call through `grading.cost.measure`, see the
+the kata is about avoiding; the cost tests, which call through `grading.judge.cost.measure`, see the
 efficient path. Caught because the work of every call of a function with a cost model is held
 to its budget, measured or not.
 """
@@ -18,7 +18,7 @@ EDITS = [
         "    import sys\n\n"
         "    frame, measured = sys._getframe(1), False\n"
         "    while frame is not None:\n"
-        '        measured |= frame.f_globals.get("__name__") == "grading.cost"\n'
+        '        measured |= frame.f_globals.get("__name__") == "grading.judge.cost"\n'
         "        frame = frame.f_back\n"
         "    if not measured:\n"
         "        scores = (q.float() @ _expand_kv(k, H).float().transpose(-1, -2))\n"

@@ -3,7 +3,7 @@
 Every logged call follows the schedule, so a test that reads `model.calls` sees the allowed
 calls; the extra work (here the whole sequence again, without a cache) is free. Caught because
 the shared model's log is checked against the products that really ran through its weights
-(grading/audit.py): its output head multiplied more rows than the log records.
+(grading/judge/audit.py): its output head multiplied more rows than the log records.
 """
 
 KATA = "speculative_decoding"

@@ -7,14 +7,14 @@ that table is checked against what the counters themselves would have written.
 
 KATA = "kv_cache"
 TESTS = ["test_kv_cache_bytes_of_real_models"]
-EXPECT = "grading.observe._INFO"
+EXPECT = "grading.judge.observe._INFO"
 EDITS = [
     (
         "import torch\n",
         "import torch\n\n"
-        "import grading.observe\n\n"
+        "import grading.judge.observe\n\n"
         "for _mm in (torch.ops.aten.mm.default, torch.ops.aten.bmm.default):\n"
-        "    grading.observe._INFO[id(_mm)] = grading.observe._OpInfo(\n"
+        "    grading.judge.observe._INFO[id(_mm)] = grading.judge.observe._OpInfo(\n"
         '        "mm", None, None, False, False, False, (), _mm\n'
         "    )\n",
     ),

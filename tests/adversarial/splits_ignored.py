@@ -2,7 +2,7 @@
 
 One program per head then walks every key: the result is exact and the merge through
 combine_partials is a no-op, so only the work per program shows it. Caught by the probe in
-grading/rules.py: over 256 keys in 4 splits, no kernel program may read every key.
+grading/judge/rules.py: over 256 keys in 4 splits, no kernel program may read every key.
 """
 
 KATA = "flash_attention"

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]  # grading/judge/impl.py
 KATAS_DIR = REPO_ROOT / "katas"
 
 
@@ -62,7 +62,7 @@ def load_module(path: Path, name: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     # Registered so that dataclasses, pickling and typing inside the file can find their module.
     sys.modules[name] = module
-    from grading.observe import no_threads_or_processes  # imports torch: only when loading
+    from grading.judge.observe import no_threads_or_processes  # imports torch: only when loading
 
     try:
         with no_threads_or_processes():  # a thread started now would work unobserved later

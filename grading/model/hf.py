@@ -34,7 +34,8 @@ from pathlib import Path
 
 import torch
 
-from grading.model import ModelConfig, TinyLlama
+from grading.model.layers import ModelConfig
+from grading.model.llama import TinyLlama
 
 ARCHITECTURES = ("llama", "mistral", "mixtral")
 
@@ -142,6 +143,15 @@ def load_checkpoint(
                 )
             p.copy_(weights[name].to(torch.float64))
     return model.to(device=device, dtype=dtype).eval()
+
+
+def from_pretrained(
+    path: str, dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu", **options
+) -> TinyLlama:
+    """A Hugging Face Llama or Mixtral checkpoint (a local folder) as the shared model (see the
+    module's docstring for what maps onto what and what is refused). It needs the optional extra
+    `models` (safetensors)."""
+    return load_checkpoint(path, dtype=dtype, device=device, **options)
 
 
 def load_tokenizer(path: str | Path):

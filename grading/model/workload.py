@@ -74,10 +74,10 @@ def poisson_workload(
 
 
 def held_out_prompts(lengths: list[int]) -> list[list[int]]:
-    """Prompts of real text for the trained byte-level models (`grading.train`): one of each
+    """Prompts of real text for the trained byte-level models (`grading.model.train`): one of each
     length in `lengths`, in bytes, cut from the held-out standard-library source. Prompt i starts
     at the first non-blank line at or after i / len(lengths) of the way through the text."""
-    from grading.train import encode, stdlib_source
+    from grading.model.train import encode, stdlib_source
 
     text = encode(stdlib_source(held_out=True)).tolist()
     lines = [0] + [i + 1 for i, byte in enumerate(text[:-1]) if byte == ord("\n")]

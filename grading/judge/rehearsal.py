@@ -1,7 +1,7 @@
 """The rehearsal of the GPU tests on the CPU, and what it says about the real run.
 
 `pytest katas -m gpu --rehearse` runs every GPU test on the CPU at small sizes (see
-`grading.devices.GpuRun`). Each test runs under `Tally`, which counts what it did: PyTorch
+`GpuRun` below). Each test runs under `Tally`, which counts what it did: PyTorch
 operators launched, Triton kernels launched and which ones, FLOPs, bytes the operators wrote, and
 the time its benchmarks ask for. `estimate_seconds` turns one test's tally into a rough time on
 an H200; with `--plan PATH` the rehearsal writes every test's tally and estimate there, and the
@@ -28,7 +28,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from grading.impl import REPO_ROOT
+from grading.devices import bench
+from grading.judge.impl import REPO_ROOT
 
 PLAN = REPO_ROOT / "results" / "gpu_plan.json"  # written by `nox -s rehearse`
 H200_BYTES_PER_S = 4.8e12  # HBM3e bandwidth
@@ -73,7 +74,7 @@ class Tally(TorchDispatchMode):
     """Counts the operators, FLOPs and bytes of everything run inside it, into `work`."""
 
     def __init__(self, work: Work) -> None:
-        from grading.observe import FORMULAS  # PyTorch's formulas, plus its CPU attention's
+        from grading.judge.observe import FORMULAS  # PyTorch's formulas, plus its CPU attention's
 
         super().__init__()
         self.work = work
@@ -179,3 +180,66 @@ def read_plan(path: str | Path) -> list[PlannedTest]:
     for row in json.loads(Path(path).read_text()):
         tests.append(PlannedTest(**{**row, "work": Work(**row["work"])}))
     return tests
+
+
+@dataclass
+class GpuRun:
+    """Where and how big a GPU test runs: the one device and the one size switch GPU tests use.
+
+    `device` is CUDA on a GPU machine and the CPU in a rehearsal. `size(real, rehearsed)` picks
+    a dimension (a sequence length, a model width), `count(real, rehearsed)` a number of things
+    done (requests, tokens, sweep points), `dtype(d)` a dtype (bfloat16 becomes float16 in a
+    rehearsal: Triton's interpreter has no bfloat16), and `bench(fn)` times a call. In a
+    rehearsal `work` keeps how much larger the real run is and what its benchmarks ask for, from
+    which the GPU check estimates the test's time (see the module's docstring).
+    """
+
+    device: torch.device
+    rehearsal: bool
+    work: Work = field(default_factory=Work)
+
+    @classmethod
+    def here(cls, rehearse: bool) -> GpuRun:
+        return cls(torch.device("cpu") if rehearse else torch.device("cuda"), rehearse)
+
+    def size(self, real, rehearsed):
+        if self.rehearsal and isinstance(real, (int, float)):  # None: the real run's default
+            self.work.size_scale = max(self.work.size_scale, real / rehearsed)
+        return rehearsed if self.rehearsal else real
+
+    def count(self, real: int, rehearsed: int) -> int:
+        if self.rehearsal:
+            self.work.count_scale = max(self.work.count_scale, real / rehearsed)
+        return rehearsed if self.rehearsal else real
+
+    def dtype(self, dtype: torch.dtype) -> torch.dtype:
+        return torch.float16 if self.rehearsal and dtype == torch.bfloat16 else dtype
+
+    def generator(self, seed: int) -> torch.Generator:
+        return torch.Generator(device=self.device).manual_seed(seed)
+
+    def randn(self, *shape: int, seed: int, dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
+        """Random inputs drawn on the device: for timing, values only need to be ordinary."""
+        gen = self.generator(seed)
+        return torch.randn(shape, generator=gen, device=self.device, dtype=self.dtype(dtype))
+
+    def bench(self, fn, *, warmup: int = 25, rep: int = 100) -> float:
+        """Median milliseconds per call (`grading.devices.bench`: `triton.testing.do_bench` on
+        a GPU, the CPU's clock in a rehearsal)."""
+        self.work.bench_ms += warmup + rep
+        return bench(fn, warmup=warmup, rep=rep)
+
+    def extra_memory(self, fn) -> tuple[int, int]:
+        """(bytes allocated at the peak of one call of `fn` beyond what was there before, bytes
+        of its output). In a rehearsal the CPU keeps no allocation statistics: the largest
+        tensor the call made, as the cost counters see it (a lower bound of the peak)."""
+        fn()  # compile and warm up outside the measurement
+        if self.device.type != "cuda":
+            out, nbytes = largest_tensor_bytes(fn)
+            return nbytes, out.numel() * out.element_size()
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        out = fn()
+        torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated() - before, out.numel() * out.element_size()

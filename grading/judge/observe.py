@@ -470,7 +470,7 @@ def _off_the_books_patches(real: dict, seen: Observation, integers: bool) -> dic
         return real["to_dlpack"](tensor, *args, **kwargs)
 
     # torch._C.TensorBase's own methods cannot be replaced (a built-in type); calling them
-    # directly is refused by grading/source_check.py instead.
+    # directly is refused by grading/judge/source_check.py instead.
     return [
         (
             torch.Tensor,

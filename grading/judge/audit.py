@@ -1,6 +1,6 @@
 """The shared model's own log, checked against the work that really ran.
 
-`model.batch_log` and `model.calls` (grading/model.py) are plain lists, and an implementation
+`model.batch_log` and `model.calls` (grading/model/llama.py) are plain lists, and an implementation
 could write to them: run one model call per row, then log a batched call that never happened.
 `audited(*models)` checks them. While the block runs, a dispatch mode of the judge counts the
 rows that every matrix product multiplies through each model's attention projections (`wq`,
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from grading.guards import GuardFailure
+from grading.judge.guards import GuardFailure
 from grading.model import TinyLlama
 
 # Matrix products as they reach the dispatcher (`linear` and `matmul` arrive as these), by the

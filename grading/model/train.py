@@ -1,7 +1,7 @@
 """Train the small byte-level models the repository ships: a target and a draft that agree.
 
-    python -m grading.train                       # both models, about 15 minutes on two cores
-    python -m grading.train --steps 20 --out DIR  # a quick run, e.g. to check the script
+    python -m grading.model.train                       # both models, about 15 minutes on two cores
+    python -m grading.model.train --steps 20 --out DIR  # a quick run, e.g. to check the script
 
 The text is one every machine has: the Python standard library's own source (the top-level
 `*.py` files of the running interpreter). Tokens are bytes (vocabulary 256), so no tokenizer is
@@ -28,10 +28,11 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from grading.hf import save_checkpoint
-from grading.model import ModelConfig, TinyLlama, from_pretrained
+from grading.model.hf import from_pretrained, save_checkpoint
+from grading.model.layers import ModelConfig
+from grading.model.llama import TinyLlama
 
-SHIPPED = Path(__file__).parent / "models"  # the folder the shipped checkpoints live in
+SHIPPED = Path(__file__).parent / "checkpoints"  # the folder the shipped checkpoints live in
 HELD_OUT = ("textwrap", "heapq", "bisect", "fnmatch", "colorsys", "shlex", "string", "glob")
 CONTEXT = 128
 
@@ -232,7 +233,7 @@ def main(argv: list[str] | None = None) -> None:
         folder = args.out / name
         save_checkpoint(model, folder)
         record = {
-            "command": f"python -m grading.train --steps {args.steps} --seed {args.seed}",
+            "command": f"python -m grading.model.train --steps {args.steps} --seed {args.seed}",
             "seed": args.seed,
             "steps": args.steps,
             "python": sys.version.split()[0],

@@ -1,6 +1,6 @@
 """A static check of a submission's source, before it is imported: `check_source(path)`.
 
-The guards (grading/guards.py) watch what a call does; some ways round them leave nothing to
+The guards (grading/judge/guards.py) watch what a call does; some ways round them leave nothing to
 watch: code that asks whether it is being graded (by its stack, its environment, the modules
 loaded) and behaves only then, work handed to another thread, native code. None of these is
 needed by any kata's solution, so the source may not contain them. Python's `ast` reads the file

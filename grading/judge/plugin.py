@@ -2,8 +2,8 @@
 
 It adds `--impl` and `--figures`, registers the Hypothesis profiles, switches Triton to its CPU
 interpreter when there is no GPU, skips GPU tests on the CPU (or, with `--rehearse`, runs them
-there at small sizes: `grading.rehearsal`), puts the guards of
-`grading.guards` around the implementation under test (and checks after each test that the judge
+there at small sizes: `grading.judge.rehearsal`), puts the guards of
+`grading.judge.guards` around the implementation under test (and checks after each test that the judge
 was left alone), and turns "not implemented yet" failures into one short line each.
 """
 
@@ -19,7 +19,6 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 
 from grading.devices import (
     REHEARSAL,
-    GpuRun,
     has_cuda,
     interpreter_limit,
     use_triton_interpreter_without_gpu,
@@ -28,20 +27,21 @@ from grading.devices import (
 # Before anything imports Triton (torch.utils.flop_counter does, under the guards).
 use_triton_interpreter_without_gpu()
 
-from grading.figures import FigureLog  # noqa: E402
-from grading.guards import GuardFailure, JudgeSnapshot, guard_module  # noqa: E402
-from grading.impl import KATAS_DIR, ImplError, kata_of, load_impl  # noqa: E402
-from grading.limits import TEST_LIMIT, TestTimedOut, arm, disarm, timed_out  # noqa: E402
-from grading.observe import refuse_mode_switches  # noqa: E402
-from grading.rehearsal import (  # noqa: E402
+from grading.judge.figures import FigureLog  # noqa: E402
+from grading.judge.guards import GuardFailure, JudgeSnapshot, guard_module  # noqa: E402
+from grading.judge.impl import KATAS_DIR, ImplError, kata_of, load_impl  # noqa: E402
+from grading.judge.limits import TEST_LIMIT, TestTimedOut, arm, disarm, timed_out  # noqa: E402
+from grading.judge.observe import refuse_mode_switches  # noqa: E402
+from grading.judge.rehearsal import (  # noqa: E402
     PLAN,
+    GpuRun,
     PlannedTest,
     Tally,
     read_plan,
     triton_launch_counters,
     write_plan,
 )
-from grading.source_check import check_source  # noqa: E402
+from grading.judge.source_check import check_source  # noqa: E402
 
 # Before any implementation is imported: PyTorch's switches that turn the counters off are
 # refused during a guarded call (a reference taken at import is already the stand-in).
@@ -185,7 +185,7 @@ def pytest_runtest_call(item: pytest.Item):
 
 
 def _tallied(item: pytest.Item, run: GpuRun):
-    """Run a rehearsed GPU test under the rehearsal's tally and plan it (grading.rehearsal)."""
+    """Run a rehearsed GPU test under the rehearsal's tally and plan it (grading.judge.rehearsal)."""
     counters = triton_launch_counters(run.work)
     saved = [cls.__dict__["run"] for cls, _ in counters]
     for cls, replacement in counters:
@@ -209,7 +209,7 @@ def _tallied(item: pytest.Item, run: GpuRun):
 
 @pytest.fixture
 def gpu(request: pytest.FixtureRequest) -> GpuRun:
-    """Where and how big a GPU test runs (grading.devices.GpuRun): CUDA at full size, or the CPU
+    """Where and how big a GPU test runs (grading.judge.rehearsal.GpuRun): CUDA at full size, or the CPU
     at small sizes in a rehearsal (`--rehearse`)."""
     run = GpuRun.here(rehearse=request.config.getoption("--rehearse"))
     request.node.stash[_GPU_RUN] = run
@@ -267,7 +267,7 @@ def _in_a_kata(item: pytest.Item) -> bool:
 
 
 class TestTimer:
-    """pytest-timeout's clock, raising TestTimedOut (see grading/limits.py) instead of
+    """pytest-timeout's clock, raising TestTimedOut (see grading/judge/limits.py) instead of
     pytest's failure, which Hypothesis would catch and run again."""
 
     @pytest.hookimpl(tryfirst=True)
@@ -290,7 +290,7 @@ def _timed_out(call: pytest.CallInfo) -> str | None:
     """A test past its limit, in words a learner reads: the limit, and where the test was."""
     if not isinstance(call.excinfo.value, TestTimedOut):
         return None
-    machinery = ("grading/limits.py", "/_pytest/", "/pluggy/", "/hypothesis/")
+    machinery = ("grading/judge/limits.py", "/_pytest/", "/pluggy/", "/hypothesis/")
     where = [e for e in call.excinfo.traceback if not any(m in str(e.path) for m in machinery)]
     at = f" It was at {where[-1].path}:{where[-1].lineno + 1} when stopped." if where else ""
     return str(call.excinfo.value) + at

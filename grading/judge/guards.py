@@ -4,8 +4,8 @@
 public method of its classes with a wrapper that (on the outermost call only; the
 implementation's calls into itself pass straight through):
 
-- runs the call under the always-on counters of `grading.observe` and keeps what they saw in
-  `guard.last` (the cost helpers of `grading.cost` read it);
+- runs the call under the always-on counters of `grading.judge.observe` and keeps what they saw in
+  `guard.last` (the cost helpers of `grading.judge.cost` read it);
 - fails if the call changed a tensor it was given (also inside lists, tuples and dicts), bit for
   bit or in its memory, layout or autograd state, naming the function and the argument, or
   wrote into one at all, even to put it back before returning;
@@ -17,7 +17,7 @@ implementation's calls into itself pass straight through):
 - fails if the implementation put its own functions back in place of the wrappers, or left
   PyTorch's global settings (grad mode, default dtype, ...) other than it found them;
 - fails if the call ran an operator its kata forbids, or (for a kernel task) launched no Triton
-  kernel, or did more work than the function's budget allows (`grading.rules`);
+  kernel, or did more work than the function's budget allows (`grading.judge.rules`);
 - fails if the call ran the shared model with grad mode on (an autograd graph per token);
 - fails if the result holds a tensor of another type than `torch.Tensor` (a subclass can make
   any comparison come out equal), or one that shares its memory with a tensor argument (a view
@@ -50,11 +50,11 @@ from typing import Any
 import torch
 from hypothesis import settings
 
-from grading import observe
 from grading.devices import gpu_path
+from grading.judge import observe
+from grading.judge.observe import Observation, observing, storage_address
+from grading.judge.rules import Rule, rules_for
 from grading.model import TinyLlama
-from grading.observe import Observation, observing, storage_address
-from grading.rules import Rule, rules_for
 
 # On a GPU, a function's first calls in each test are guarded, the rest run as they are: a
 # benchmark calls it hundreds of times, and copying its inputs and counting its operators would
@@ -373,7 +373,7 @@ class Guard:
             raise GuardFailure(
                 f"the judge was changed: the implementation replaced its own {', '.join(moved)} "
                 "after the harness had put its checks around them (the tests call them through "
-                "the harness: grading/guards.py). A solution may not patch the test harness"
+                "the harness: grading/judge/guards.py). A solution may not patch the test harness"
             )
 
     def wrap(self, fn, qualname: str, method: bool):
@@ -582,7 +582,7 @@ def _not_aliasing_arguments(qualname: str, result: Any, watched: dict[int, str])
 
 
 def _within_budget(qualname: str, seen: Observation, budget, call: str) -> None:
-    """Fail when the call did more work than its budget (grading.rules)."""
+    """Fail when the call did more work than its budget (grading.judge.rules)."""
     __tracebackhide__ = True
     loads = seen.kernel_loads
     work = seen.work + (loads if budget.kernel_loads is None else 0)
@@ -834,10 +834,10 @@ class JudgeSnapshot:
         if len(table) < self.operators or not all(
             table.get(key) is info for key, info in self.operator_entries
         ):
-            return ["grading.observe._INFO (the counters' table of operators)"]
+            return ["grading.judge.observe._INFO (the counters' table of operators)"]
         for key, info in list(table.items())[self.operators :]:
             if key != id(info.op) or info != observe.operator_info(info.op):
-                return [f"grading.observe._INFO (the entry of {info.name})"]
+                return [f"grading.judge.observe._INFO (the entry of {info.name})"]
             self.operator_entries.append((key, info))
         self.operators = len(table)
         return []

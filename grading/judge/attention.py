@@ -1,6 +1,6 @@
 """The attention test kit every attention kata shares: one case, one causal mask, one benchmark.
 
-Conventions (the same as `grading.oracles`): q (B, H, Nq, D); k (B, Hkv, Nk, D); v (B, Hkv, Nk,
+Conventions (the same as `grading.judge.oracles`): q (B, H, Nq, D); k (B, Hkv, Nk, D); v (B, Hkv, Nk,
 Dv); H % Hkv == 0 and query head h reads kv head h // (H // Hkv). Causal masks align
 bottom-right: query i sits at position i + Nk - Nq and sees keys j <= i + Nk - Nq, so the newest
 query sees every key (as in decoding with a cache).
@@ -8,15 +8,13 @@ query sees every key (as in decoding with a cache).
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import torch
 
 from grading.devices import default_device
+from grading.judge.strategies import randn
 from grading.model import causal_mask  # noqa: F401 - part of the kit: one causal mask
-from grading.strategies import randn
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,26 +55,6 @@ class AttentionCase:
     @property
     def options(self) -> dict:
         return dict(causal=self.causal, sm_scale=self.sm_scale)
-
-
-def bench(fn: Callable[[], object], *, warmup: int = 25, rep: int = 100) -> float:
-    """Median milliseconds per call of `fn`, after a warm-up call.
-
-    On a GPU, `triton.testing.do_bench` (`warmup` and `rep` in milliseconds), which flushes the L2
-    cache between calls and takes the median, so speed-ups recorded by different katas are
-    comparable. Without one (a rehearsal of the GPU tests on the CPU), the same call timed with
-    the CPU's clock: one call (Triton's interpreter compiles nothing). Those times rehearse the
-    code path only; they are never judged.
-    """
-    if not torch.cuda.is_available():
-        start = time.perf_counter()
-        fn()
-        return (time.perf_counter() - start) * 1e3
-    import triton.testing  # only on a GPU machine
-
-    fn()  # compilation, autotuning, allocator warm-up
-    torch.cuda.synchronize()
-    return float(triton.testing.do_bench(fn, warmup=warmup, rep=rep, return_mode="median"))
 
 
 # Half the exponent of how far below zero every score sits (see scores_below_any_mask): 2**18

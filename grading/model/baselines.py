@@ -17,7 +17,7 @@ import tempfile
 
 import torch
 
-from grading.hf import save_checkpoint
+from grading.model.hf import save_checkpoint
 
 
 def as_transformers(model):

@@ -15,7 +15,7 @@ noise. These counters measure the work itself, the same on every run:
 - `model.calls`: the shared model (`grading.model`) logs every forward call itself.
 
 Every call the tests make into an implementation already runs under these counters
-(`grading.guards`); for such a call `count_flops` and `largest_tensor` read what the always-on
+(`grading.judge.guards`); for such a call `count_flops` and `largest_tensor` read what the always-on
 counters saw, so a measured call looks exactly like any other. A module-level function is then
 called again with fresh values of the same shapes, so that an answer remembered from earlier
 work shows (see `measure`).
@@ -29,10 +29,10 @@ from typing import Any
 
 import torch
 
-from grading.guards import GuardFailure
+from grading.judge.guards import GuardFailure
+from grading.judge.observe import Observation, TensorRecord, observing
+from grading.judge.tolerance import tolerance_for
 from grading.model import ModelCall, TinyLlama
-from grading.observe import Observation, TensorRecord, observing
-from grading.tolerance import tolerance_for
 
 __all__ = [
     "ModelCall",
