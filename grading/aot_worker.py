@@ -34,7 +34,7 @@ from triton.runtime import driver
 from triton.runtime.autotuner import Autotuner
 from triton.runtime.jit import JITFunction
 
-from grading.grade_plugin import guard_worker_process
+from grading.grade.plugin import guard_worker_process
 from grading.judge.impl import load_module
 
 TENSOR_CORE_OPS = re.compile(r"\b(HMMA|HGMMA|IMMA|IGMMA|QGMMA|BGMMA|UTCHMMA|UTCQMMA)\b")

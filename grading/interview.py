@@ -29,10 +29,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grading.judge.impl import KATAS_DIR, REPO_ROOT, kata_names
+from grading.grade.sandbox import run_kata
+from grading.judge.impl import KATAS_DIR, REPO_ROOT, by_part, kata_names, part_name, part_of
 from grading.learner import pristine_stub
-from grading.progress import by_part, first_line, part_name, part_of
-from grading.sandbox import run_kata
+from grading.progress import first_line
 
 FAILING_SHOWN = 10  # failing tests a check lists
 

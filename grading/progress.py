@@ -22,39 +22,19 @@ from pathlib import Path
 
 import pytest
 
-from grading.judge.impl import KATAS_DIR, REPO_ROOT, ImplError, kata_names, kata_of
+from grading.judge.impl import (
+    KATAS_DIR,
+    REPO_ROOT,
+    ImplError,
+    by_part,
+    kata_names,
+    kata_of,
+    part_name,
+    part_of,
+)
 
 STATE_DIR = REPO_ROOT / ".katas"
 NEXT = re.compile(r"level \d+: (\S+) is not implemented yet")
-
-
-def level_of(test_id: str, kata: str) -> int:
-    """The level a test belongs to, from its file name `test_<kata>_<n>_<level>.py` (else 0).
-
-    `test_id` is a pytest node id or a JUnit class name (dots for slashes)."""
-    match = re.search(rf"test_{re.escape(kata)}_(\d+)_", test_id)
-    return int(match.group(1)) if match else 0
-
-
-def part_of(test_id: str, kata: str) -> str:
-    """The part of a kata a test belongs to: its level ("2") from `test_<kata>_<n>_<level>.py`,
-    else the rest of its file's name ("compile" for `test_<kata>_compile.py`, "gpu")."""
-    match = re.search(rf"test_{re.escape(kata)}_(\d+)_", test_id)
-    if match:
-        return match.group(1)
-    match = re.search(rf"test_{re.escape(kata)}_([a-z]\w*?)(?:\.py|::|$)", test_id)
-    return match.group(1) if match else "other"
-
-
-def part_name(part: str) -> str:
-    """How a part is named to a person: "level 2", "compile tests"."""
-    return f"level {part}" if part.isdigit() else f"{part} tests"
-
-
-def by_part(item) -> tuple:
-    """Sort key for parts (or (part, value) pairs): levels by number, then the others."""
-    part = item[0] if isinstance(item, tuple) else item
-    return (0, int(part), "") if part.isdigit() else (1, 0, part)
 
 
 def readme_order() -> list[str]:

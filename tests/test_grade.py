@@ -22,8 +22,8 @@ from xml.etree import ElementTree as ET
 
 import pytest
 
-from grading.assignment import load as load_assignment
-from grading.assignment import score_kata
+from grading.grade.assignment import load as load_assignment
+from grading.grade.assignment import score_kata
 from grading.judge.impl import KATAS_DIR, REPO_ROOT, kata_names
 from grading.mutants import MUTANTS_DIR, mutated_source, read_adversary, read_mutant
 
@@ -247,7 +247,7 @@ def test_the_source_check_refuses_before_anything_runs(tmp_path):
 def test_a_refused_file_counts_against_its_own_kata_only(tmp_path):
     """One refused file in a submission zeroes its own kata, and a kata whose file imports it;
     the other katas are graded without it (their tests see the stub in its place)."""
-    from grading.grade import grade_task
+    from grading.grade.task import grade_task
 
     kv_cache, moe, serving = (tmp_path / f"{k}.py" for k in ("kv_cache", "moe", "serving"))
     shutil.copy(REPO_ROOT / "reference" / "kv_cache.py", kv_cache)
@@ -274,8 +274,8 @@ def test_a_single_file_needs_its_kata(tmp_path):
 def test_a_submission_runs_on_its_own_parts(tmp_path):
     """A submission's files for other katas replace their stubs in the graded kata's sandbox,
     so an engine that imports `katas.moe.solution` is judged with the student's own MoE."""
-    from grading.grade import submissions_in
-    from grading.sandbox import make_sandbox
+    from grading.grade.cli import submissions_in
+    from grading.grade.sandbox import make_sandbox
 
     student = tmp_path / "alice"
     student.mkdir()
@@ -429,7 +429,7 @@ def one_busy_core():
 
 
 def grade_one_call(tmp_path: Path, source: str) -> dict:
-    from grading.grade import grade_task
+    from grading.grade.task import grade_task
 
     path = tmp_path / f"{KATA}.py"
     path.write_text(source)
@@ -529,7 +529,7 @@ def test_full_marks_of_every_reference_are_a_hundred_points(graded_references):
 def test_the_graded_run_keeps_its_caches_in_the_sandbox(tmp_path, monkeypatch):
     """PyTorch sets TORCHINDUCTOR_CACHE_DIR in a process once it has used its compiler cache; a
     graded run that inherited it would write to /tmp and be refused for breaking the rules."""
-    from grading.sandbox import sandbox_env
+    from grading.grade.sandbox import sandbox_env
 
     for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "XDG_CACHE_HOME", "TMPDIR"):
         monkeypatch.setenv(name, "/tmp/outside")
@@ -541,8 +541,8 @@ def test_the_graded_run_keeps_its_caches_in_the_sandbox(tmp_path, monkeypatch):
 def test_full_marks_in_six_katas_are_a_hundred_points():
     """Each of six katas is worth 100 / 6 points, 16.6667 once rounded; the total is summed
     before rounding, so that full marks are 100 points, not 100.0002."""
-    from grading.assignment import every_kata
-    from grading.grade import submission_report
+    from grading.grade.assignment import every_kata
+    from grading.grade.reports import submission_report
 
     katas = kata_names()[:6]
     runs = {k: {"tests": [{"part": "1", "status": "passed"}], "reason": "", "zeroed": False}
@@ -627,7 +627,7 @@ def _kill_one_grading_worker(under: Path, done: threading.Event) -> None:
 @pytest.mark.slow
 def test_ray_backend_grades_like_the_local_one_and_survives_a_lost_worker(tmp_path, monkeypatch):
     ray = pytest.importorskip("ray")
-    from grading.backends import LocalBackend, RayBackend
+    from grading.grade.backends import LocalBackend, RayBackend
 
     stub = KATAS_DIR / KATA / "solution.py"
     tasks = [_task("correct", REPO_ROOT / "reference" / f"{KATA}.py"), _task("stub", stub)]
@@ -656,7 +656,7 @@ def test_ray_backend_grades_like_the_local_one_and_survives_a_lost_worker(tmp_pa
 def test_a_stopped_run_keeps_the_tests_that_finished(tmp_path):
     """Results are written test by test: a run stopped at its backstop during its second test
     keeps the first, and says which test ran and how many were not reached."""
-    from grading.sandbox import KataRun, _explain, _read_results
+    from grading.grade.sandbox import KataRun, _explain, _read_results
 
     ids = [f"katas/{KATA}/test_{KATA}_1_rope.py::test_{n}" for n in ("a", "b", "c")]
     records = [{"kind": "collected", "id": i} for i in ids] + [

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from grading.grade.sandbox import copy_repository
 from grading.interview import Interview
 from grading.judge.impl import REPO_ROOT
-from grading.sandbox import copy_repository
 
 KATA = "context_extension"
 

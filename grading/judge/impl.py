@@ -1,4 +1,4 @@
-"""Find and load the implementation under test.
+"""Find and load the implementation under test; the katas, and the part of a kata a test is in.
 
 `--impl` is the public contract shared by learners, graders and outside tools:
 
@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -77,3 +78,32 @@ def load_impl(kata: str, choice: str | None) -> ModuleType:
     """Load the implementation of `kata` that `--impl choice` names."""
     path = resolve_impl(kata, choice)
     return load_module(path, f"impl_under_test.{kata}")
+
+
+def level_of(test_id: str, kata: str) -> int:
+    """The level a test belongs to, from its file name `test_<kata>_<n>_<level>.py` (else 0).
+
+    `test_id` is a pytest node id or a JUnit class name (dots for slashes)."""
+    match = re.search(rf"test_{re.escape(kata)}_(\d+)_", test_id)
+    return int(match.group(1)) if match else 0
+
+
+def part_of(test_id: str, kata: str) -> str:
+    """The part of a kata a test belongs to: its level ("2") from `test_<kata>_<n>_<level>.py`,
+    else the rest of its file's name ("compile" for `test_<kata>_compile.py`, "gpu")."""
+    match = re.search(rf"test_{re.escape(kata)}_(\d+)_", test_id)
+    if match:
+        return match.group(1)
+    match = re.search(rf"test_{re.escape(kata)}_([a-z]\w*?)(?:\.py|::|$)", test_id)
+    return match.group(1) if match else "other"
+
+
+def part_name(part: str) -> str:
+    """How a part is named to a person: "level 2", "compile tests"."""
+    return f"level {part}" if part.isdigit() else f"{part} tests"
+
+
+def by_part(item) -> tuple:
+    """Sort key for parts (or (part, value) pairs): levels by number, then the others."""
+    part = item[0] if isinstance(item, tuple) else item
+    return (0, int(part), "") if part.isdigit() else (1, 0, part)

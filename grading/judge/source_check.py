@@ -6,7 +6,7 @@ loaded) and behaves only then, work handed to another thread, native code. None 
 needed by any kata's solution, so the source may not contain them. Python's `ast` reads the file
 without running it; each reason names the file and line.
 
-The grader (grading/grade.py) refuses a submission with any reason; a practice run
+The grader (grading/grade/cli.py) refuses a submission with any reason; a practice run
 (`--impl`) prints the reasons as warnings after its tests.
 """
 

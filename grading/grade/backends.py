@@ -1,6 +1,6 @@
 """Where the grader's tasks run: threads on this machine (the default), or a Ray cluster.
 
-A task is one kata of one submission: `grading.grade.grade_task(**options)`, plain values in and
+A task is one kata of one submission: `grading.grade.task.grade_task(**options)`, plain values in and
 out, the same sandbox, seed and limits wherever it runs, so reports do not depend on the
 backend. A backend is called with [(key, options)] and yields (key, result) as tasks finish,
 showing the class's progress (done / total, running, time left) as it goes.
@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
+from grading.grade.task import grade_task
 from grading.judge.impl import KATAS_DIR, REPO_ROOT
 
 RETRIES = 2  # a task whose worker is lost is graded again, at most this many more times
@@ -71,8 +72,6 @@ class LocalBackend:
         self.jobs = max(1, jobs)
 
     def __call__(self, tasks: list[tuple[tuple, dict]], label: str) -> Iterator[tuple]:
-        from grading.grade import grade_task
-
         progress = Progress(label, len(tasks), self.jobs)
         try:
             with ThreadPoolExecutor(max_workers=self.jobs) as pool:
@@ -107,8 +106,6 @@ class RayBackend:
             )  # fmt: skip
 
     def submit(self, options: dict):
-        from grading.grade import grade_task
-
         has_gpu_tests = any((KATAS_DIR / options["kata"]).glob("test_*_gpu.py"))
         remote = self.ray.remote(num_cpus=1, num_gpus=1 if self.gpu and has_gpu_tests else 0)
         return remote(grade_task).options(max_retries=0).remote(**options)

@@ -8,7 +8,8 @@ import csv
 import json
 from pathlib import Path
 
-from grading.progress import part_name
+from grading.grade.assignment import Assignment, score_kata
+from grading.judge.impl import part_name
 
 FAILING = ("failed", "error")
 
@@ -200,4 +201,55 @@ def _gs_test(name: str, score: float, max_score: float, output: str) -> dict:
         "max_score": round(max_score, 4),
         "output": output,
         "visibility": "visible",
+    }
+
+
+def kata_entry(run: dict | None, spec) -> dict:
+    """The pinned per-kata shape of grade.json, scored by the assignment's `spec`; None: the
+    submission has no file for the kata."""
+    if run is None:
+        return dict(
+            score=0.0, points=0.0, max_points=spec.points, passed=0, failed=0, levels={},
+            weights={}, reason="not submitted", zeroed=True, tests=[],
+        )  # fmt: skip
+    score, levels = score_kata(run["tests"], spec, run["zeroed"])
+    graded = [t for t in run["tests"] if spec.levels is None or t["part"] in spec.levels]
+    entry = dict(
+        score=round(score, 4),
+        points=round(score * spec.points, 4),
+        max_points=spec.points,
+        passed=sum(t["status"] == "passed" for t in graded),
+        failed=sum(t["status"] in ("failed", "error") for t in graded),
+        levels=levels,
+        weights={p: spec.weights.get(p, 1.0) for p, v in levels.items() if v["score"] is not None},
+        reason=run["reason"],
+        zeroed=run["zeroed"],
+        cpu_s=run.get("cpu_s", 0.0),
+        tests=run["tests"],
+    )
+    if run.get("attempts", 1) > 1:
+        entry["retried"] = (
+            f"the worker grading it was lost; graded again ({run['attempts']} attempts)"
+        )
+    return entry
+
+
+def submission_report(name: str, runs: dict, plan: Assignment, seed: int, env: dict) -> dict:
+    katas = {kata: kata_entry(runs.get(kata), spec) for kata, spec in plan.katas.items()}
+    # Summed before rounding: six katas of 16.6667 points each would make 100.0002.
+    exact = [
+        score_kata(runs[kata]["tests"], spec, runs[kata]["zeroed"])[0] * spec.points
+        for kata, spec in plan.katas.items()
+        if runs.get(kata) is not None
+    ]
+    points = round(sum(exact), 4)
+    return {
+        "submission": name,
+        "seed": seed,
+        "environment": env,
+        "score": round(points / plan.total, 4) if plan.total else 0.0,
+        "points": points,
+        "max_points": plan.total,
+        "rule": plan.rule(),
+        "katas": katas,
     }

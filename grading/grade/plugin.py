@@ -1,4 +1,4 @@
-"""The pytest plugin a graded run loads (`-p grading.grade_plugin`), inside the sandbox process.
+"""The pytest plugin a graded run loads (`-p grading.grade.plugin`), inside the sandbox process.
 
 It does four things the grader relies on:
 
@@ -198,7 +198,7 @@ class GradeReporter:
         if report.failed:
             message = str(report.longrepr)[-MESSAGE_LIMIT:]
             if self.session is not None and any(sign in message for sign in GUARD_SIGNS):
-                # A broken harness rule scores the kata zero (grading.sandbox): no other test
+                # A broken harness rule scores the kata zero (grading.grade.sandbox): no other test
                 # can change that, so none is run.
                 self.session.shouldstop = "a test broke a rule the harness checks on every call"
         elif report.skipped and isinstance(report.longrepr, tuple):

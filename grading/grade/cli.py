@@ -3,10 +3,10 @@
 PATH is a submission folder holding `<kata>.py` files named after the katas, a single .py file
 (with --kata), or a folder of submission folders. What is graded: the katas given with --kata,
 or those an --assignment file names (with their points, levels and weights; see
-grading/assignment.py), else every kata. Per submission it writes DIR/<submission>/grade.json,
+grading/grade/assignment.py), else every kata. Per submission it writes DIR/<submission>/grade.json,
 junit.xml and summary.md (and results.json with --format gradescope); for a class, also
 DIR/class.csv, DIR/class.md and DIR/scores.png. Each kata of each submission runs in its own
-sandboxed process (grading/sandbox.py), on this machine or on a Ray cluster (--backend ray);
+sandboxed process (grading/grade/sandbox.py), on this machine or on a Ray cluster (--backend ray);
 grading/README.md describes what is stopped and how.
 """
 
@@ -17,24 +17,24 @@ import platform
 import secrets
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-from grading import assignment as assignments
-from grading.assignment import Assignment, score_kata
-from grading.judge.impl import REPO_ROOT, kata_names
-from grading.judge.limits import (
+from grading.grade import assignment as assignments
+from grading.grade import backends
+from grading.grade.limits import (
     GRADE_TEST_LIMIT,
     RUN_LIMIT_FACTOR,
     RUN_LIMIT_FLOOR,
     TEST_CPU_FACTOR,
     TEST_CPU_FLOOR,
     WALL_PER_CPU,
+    cached_timings,
+    calibration_file,
     limits_for,
+    save_timings,
 )
-from grading.judge.source_check import check_source
-from grading.reports import write_class, write_submission
-from grading.sandbox import run_kata
+from grading.grade.reports import submission_report, write_class, write_submission
+from grading.judge.impl import REPO_ROOT, kata_names
 
 
 def environment(seed: int) -> dict:
@@ -83,97 +83,11 @@ def submissions_in(path: Path, kata: str | None) -> tuple[dict[str, dict[str, Pa
     return {sub.name: files(sub) for sub in sorted(path.iterdir()) if sub.is_dir()}, True
 
 
-def grade_task(
-    kata: str, file: str, parts: dict[str, str], *, seed: int, cpu_limit: float,
-    test_limit: float, test_cpu: float, examples: int, select: str | None = None,
-    source_check: bool = True,
-) -> dict:  # fmt: skip
-    """One kata of one submission in a sandbox of its own, with the submission's other katas
-    (`parts`) in place of the stubs: {tests, reason, zeroed, cpu_s}. Plain values in and out, so
-    any backend (a thread here, a Ray task on a cluster) runs it the same way. `select`: a
-    pytest `-k` expression, to grade part of a kata. Files the source check refuses never run
-    (`source_check=False` skips it, to test the sandbox's own defences)."""
-    if source_check:
-        if refused := check_source(Path(file), kata):
-            reason = f"refused by the source check: {'; '.join(refused)}"
-            return dict(tests=[], reason=reason, zeroed=True, cpu_s=0.0)
-        # The submission's other files stand in for their stubs only when they pass the check
-        # themselves; a refused one counts against its own kata, and against this one only if
-        # this kata's file imports it.
-        refused_parts = {k for k, f in parts.items() if f != file and check_source(Path(f), k)}
-        text = Path(file).read_text()
-        if used := sorted(k for k in refused_parts if f"katas.{k}.solution" in text):
-            names = ", ".join(f"katas.{k}.solution" for k in used)
-            reason = f"refused by the source check: this file imports {names}, which is refused"
-            return dict(tests=[], reason=reason, zeroed=True, cpu_s=0.0)
-        parts = {k: f for k, f in parts.items() if k not in refused_parts}
-    with tempfile.TemporaryDirectory(prefix=f"grade-{kata}-") as tmp:
-        run = run_kata(
-            kata, Path(file), Path(tmp) / "run", seed=seed, cpu_limit=cpu_limit,
-            test_limit=test_limit, test_cpu=test_cpu, examples=examples, select=select,
-            parts={k: Path(v) for k, v in parts.items()},
-        )  # fmt: skip
-    return dict(tests=run.tests, reason=run.reason, zeroed=run.zeroed, cpu_s=round(run.cpu_s, 1))
-
-
-def kata_entry(run: dict | None, spec) -> dict:
-    """The pinned per-kata shape of grade.json, scored by the assignment's `spec`; None: the
-    submission has no file for the kata."""
-    if run is None:
-        return dict(
-            score=0.0, points=0.0, max_points=spec.points, passed=0, failed=0, levels={},
-            weights={}, reason="not submitted", zeroed=True, tests=[],
-        )  # fmt: skip
-    score, levels = score_kata(run["tests"], spec, run["zeroed"])
-    graded = [t for t in run["tests"] if spec.levels is None or t["part"] in spec.levels]
-    entry = dict(
-        score=round(score, 4),
-        points=round(score * spec.points, 4),
-        max_points=spec.points,
-        passed=sum(t["status"] == "passed" for t in graded),
-        failed=sum(t["status"] in ("failed", "error") for t in graded),
-        levels=levels,
-        weights={p: spec.weights.get(p, 1.0) for p, v in levels.items() if v["score"] is not None},
-        reason=run["reason"],
-        zeroed=run["zeroed"],
-        cpu_s=run.get("cpu_s", 0.0),
-        tests=run["tests"],
-    )
-    if run.get("attempts", 1) > 1:
-        entry["retried"] = (
-            f"the worker grading it was lost; graded again ({run['attempts']} attempts)"
-        )
-    return entry
-
-
-def submission_report(name: str, runs: dict, plan: Assignment, seed: int, env: dict) -> dict:
-    katas = {kata: kata_entry(runs.get(kata), spec) for kata, spec in plan.katas.items()}
-    # Summed before rounding: six katas of 16.6667 points each would make 100.0002.
-    exact = [
-        score_kata(runs[kata]["tests"], spec, runs[kata]["zeroed"])[0] * spec.points
-        for kata, spec in plan.katas.items()
-        if runs.get(kata) is not None
-    ]
-    points = round(sum(exact), 4)
-    return {
-        "submission": name,
-        "seed": seed,
-        "environment": env,
-        "score": round(points / plan.total, 4) if plan.total else 0.0,
-        "points": points,
-        "max_points": plan.total,
-        "rule": plan.rule(),
-        "katas": katas,
-    }
-
-
 def calibrate(
     katas: list[str], *, examples: int, commit: str | None, test_limit: float, backend
 ) -> dict[str, dict]:
     """{kata: {"test", "run"}}: the CPU seconds of the reference's slowest test and whole run on
     this machine, measured once per machine, commit and example count, and cached."""
-    from grading.judge.limits import cached_timings, calibration_file, save_timings
-
     path = calibration_file(commit, examples)
     timings = cached_timings(path)
     missing = [k for k in katas if k not in timings]
@@ -284,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.assignment is not None:
         plan = assignments.load(args.assignment)
         if args.kata:
-            plan = Assignment({k: v for k, v in plan.katas.items() if k in args.kata})
+            plan = assignments.Assignment({k: v for k, v in plan.katas.items() if k in args.kata})
     else:
         plan = assignments.every_kata(args.kata or kata_names())
     katas = list(plan.katas)
@@ -332,12 +246,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def make_backend(args):
-    from grading import backends
 
     if args.backend == "ray":
         return backends.RayBackend(args.address, gpu=args.gpu)
     return backends.LocalBackend(args.jobs)
 
-
-if __name__ == "__main__":
-    sys.exit(main())

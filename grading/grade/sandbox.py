@@ -3,7 +3,7 @@
 Each run gets a fresh copy of the repository's katas, harness and references (without the kata's
 own reference) in a folder of its own, a process group of its own with limits on memory, file
 size and time, and its own HOME and TMPDIR. The grader reads only the results file that
-`grading.grade_plugin` writes; the submission's exit code and printed output are never trusted.
+`grading.grade.plugin` writes; the submission's exit code and printed output are never trusted.
 """
 
 from __future__ import annotations
@@ -22,10 +22,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grading.grade_plugin import GUARD_SIGNS  # a failure that is a cheat, not a mistake
-from grading.judge.impl import REPO_ROOT
-from grading.judge.limits import WALL_PER_CPU
-from grading.progress import level_of, part_of
+from grading.grade.limits import WALL_PER_CPU
+from grading.grade.plugin import GUARD_SIGNS  # a failure that is a cheat, not a mistake
+from grading.judge.impl import REPO_ROOT, level_of, part_of
 
 COPIED = ["katas", "grading", "reference", "conftest.py", "pyproject.toml", "README.md"]
 MEMORY_LIMIT = 8 * 2**30  # address space of the test process, in bytes
@@ -128,7 +127,7 @@ def run_kata(
     env = sandbox_env(sandbox, kata, results)
     env.update(KATAS_GRADE_EXAMPLES=str(examples), KATAS_GRADE_TEST_CPU=str(test_cpu))
     command = [
-        sys.executable, "-m", "pytest", f"katas/{kata}", "-q", "-p", "grading.grade_plugin",
+        sys.executable, "-m", "pytest", f"katas/{kata}", "-q", "-p", "grading.grade.plugin",
         "-p", "no:cacheprovider", f"--impl=submission/{kata}.py", "--hypothesis-profile=grade",
         f"--hypothesis-seed={seed}", f"--timeout={test_limit:g}",
     ]  # fmt: skip
