@@ -152,31 +152,31 @@ def grade(session: nox.Session) -> None:
 @nox.session(default=False, tags=["tools"])
 def interview(session: nox.Session) -> None:
     """Practise one kata against the clock: -- KATA [--minutes 45] [--level N]."""
-    run_tool(session, "grading.interview")
+    run_tool(session, "grading.learner.interview")
 
 
 @nox.session(default=False, tags=["tools"])
 def progress(session: nox.Session) -> None:
     """Where you stand: every kata and level from your last runs, and what to do next."""
-    run_tool(session, "grading.progress")
+    run_tool(session, "grading.learner.progress")
 
 
 @nox.session(default=False, tags=["tools"])
 def hint(session: nox.Session) -> None:
     """The next rung of a kata's hint ladder: -- KATA [--all]."""
-    run_tool(session, "grading.learner", "hint")
+    run_tool(session, "grading.learner.tools", "hint")
 
 
 @nox.session(default=False, tags=["tools"])
 def reset(session: nox.Session) -> None:
     """Restore a kata's stub, keeping your solution as a dated backup: -- KATA."""
-    run_tool(session, "grading.learner", "reset")
+    run_tool(session, "grading.learner.tools", "reset")
 
 
 @nox.session(default=False, tags=["tools"])
 def watch(session: nox.Session) -> None:
     """Re-run a kata's tests whenever you save: -- KATA [-- pytest arguments]."""
-    run_tool(session, "grading.learner", "watch")
+    run_tool(session, "grading.learner.tools", "watch")
 
 
 @nox.session(default=False, tags=["tools"])
@@ -189,13 +189,13 @@ def simulate(session: nox.Session) -> None:
 def kernel_report(session: nox.Session) -> None:
     """What a kata's kernels would use on A100 and H100, compiled without a GPU (KATA [--impl])."""
     args = session.posargs or ["flash_attention"]
-    session.run(shared_python(session), "-m", "grading.kernel_report", *args, external=True)
+    session.run(shared_python(session), "-m", "grading.gpu.kernel_report", *args, external=True)
 
 
 @nox.session(default=False)
 def gpu_check(session: nox.Session) -> None:
     """GPU tests and benchmarks, figures to gpu-results/ (needs CUDA; see README)."""
-    session.run(shared_python(session), "-m", "grading.gpu_check", *session.posargs, external=True)
+    session.run(shared_python(session), "-m", "grading.gpu.check", *session.posargs, external=True)
 
 
 @nox.session(default=False)
@@ -224,9 +224,9 @@ def compat(session: nox.Session) -> None:
         str(python), "-m", "pip", "install", COMPAT_TORCH, COMPAT_TRITON, "numpy", "pytest",
         "hypothesis", "pytest-xdist", "pytest-timeout", external=True,
     )  # fmt: skip
-    imports = "import grading.judge.plugin, grading.gpu_check, katas.serving.benchmark, reference.serving"
+    imports = "import grading.judge.plugin, grading.gpu.check, katas.serving.benchmark, reference.serving"
     session.run(str(python), "-c", imports, external=True)
-    session.run(str(python), "-m", "grading.gpu_check", "--plan", external=True)
+    session.run(str(python), "-m", "grading.gpu.check", "--plan", external=True)
     session.run(
         str(python), "-m", "pytest", "katas/flash_attention/test_flash_attention_compile.py",
         "--impl", "reference", "-q", "-p", "no:cacheprovider", external=True,
@@ -234,7 +234,7 @@ def compat(session: nox.Session) -> None:
     session.run(
         str(python),
         "-m",
-        "grading.kernel_report",
+        "grading.gpu.kernel_report",
         "flash_attention",
         "--impl",
         "reference",

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from grading.judge.impl import REPO_ROOT, kata_names
-from grading.mutants import WALL_PER_CPU_SECOND, WarmJudge, limit_cpu, read_adversary
+from mutant_kit import WALL_PER_CPU_SECOND, WarmJudge, limit_cpu, read_adversary
 
 # One thread per process: the self-test runs several processes at once on a machine of a few
 # cores, and PyTorch's threads, one per core in each, would wait on each other (a test of a
@@ -59,7 +59,7 @@ def kata_runner():
 @pytest.fixture(scope="session")
 def warm_judge():
     """One judge per test process: PyTorch is imported once, each mutant or cheat runs in a
-    fresh fork (grading.mutants.WarmJudge)."""
+    fresh fork (mutant_kit.WarmJudge)."""
     judge = WarmJudge()
     yield judge
     judge.close()

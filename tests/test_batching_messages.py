@@ -7,7 +7,7 @@ import pytest
 
 from grading.judge.impl import REPO_ROOT, load_module
 from grading.model.workload import WorkloadRequest
-from grading.mutants import read_mutant, write_mutant
+from mutant_kit import read_mutant, write_mutant
 from katas.batching.cases import (
     LISTED_OUT_OF_ORDER,
     Limits,

@@ -25,7 +25,7 @@ import pytest
 from grading.grade.assignment import load as load_assignment
 from grading.grade.assignment import score_kata
 from grading.judge.impl import KATAS_DIR, REPO_ROOT, kata_names
-from grading.mutants import MUTANTS_DIR, mutated_source, read_adversary, read_mutant
+from mutant_kit import MUTANTS_DIR, mutated_source, read_adversary, read_mutant
 
 KATA = "context_extension"
 ADVERSARIAL = REPO_ROOT / "tests" / "adversarial" / "grading"

@@ -1,7 +1,7 @@
 """The guards of grading/judge/guards.py: each cheat in tests/adversarial/ fails with its guard's
 message, and a guarded implementation behaves exactly like the unguarded one otherwise.
 
-An adversary file has the mutant format of grading/mutants.py (EDITS and REPLACE on the
+An adversary file has the mutant format of tests/mutant_kit.py (EDITS and REPLACE on the
 reference), plus KATA (the reference it patches), TESTS (the kata tests to run) and EXPECT (a
 piece of the message the guard must print). One with `CHECK = "source"` is caught before it
 runs, by the static check of grading/judge/source_check.py, which grading applies to every submission.
@@ -24,7 +24,7 @@ from grading.judge.guards import GuardFailure, JudgeSnapshot, guard_module
 from grading.judge.impl import REPO_ROOT, kata_names, load_module
 from grading.judge.observe import OffTheBooks
 from grading.judge.source_check import check_source
-from grading.mutants import read_adversary, write_mutant
+from mutant_kit import read_adversary, write_mutant
 
 ADVERSARIES = sorted((REPO_ROOT / "tests" / "adversarial").glob("*.py"))
 

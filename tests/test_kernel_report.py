@@ -1,4 +1,4 @@
-"""Kernels compiled ahead of time (grading.aot), the kernel report, and kernels outside pytest.
+"""Kernels compiled ahead of time (grading.gpu.aot), the kernel report, and kernels outside pytest.
 
 The report's numbers for the reference are checked against the CUDA tools that ship with Triton
 (backends/nvidia/bin): cuobjdump for registers and memory, nvdisasm for the instructions.
@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import triton
 
-from grading.aot import CompileResult, GpuCall, KernelBuild, check_compiles, compile_calls
+from grading.gpu.aot import CompileResult, GpuCall, KernelBuild, check_compiles, compile_calls
 from grading.judge.impl import REPO_ROOT
-from grading.kernel_report import main as kernel_report
+from grading.gpu.kernel_report import main as kernel_report
 
 REFERENCE = REPO_ROOT / "reference" / "flash_attention.py"
 CUDA_BIN = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"

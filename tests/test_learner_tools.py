@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from grading.grade.sandbox import copy_repository
-from grading.interview import Interview
+from grading.learner.interview import Interview
 from grading.judge.impl import REPO_ROOT
 
 KATA = "context_extension"
@@ -44,7 +44,7 @@ def run(root: Path, *args: str, timeout: float = 300) -> subprocess.CompletedPro
 
 
 def test_progress_follows_the_learners_runs(scratch):
-    before = run(scratch, "-m", "grading.progress")
+    before = run(scratch, "-m", "grading.learner.progress")
     assert before.returncode == 0, before.stderr
     assert KATA in before.stdout and "not started" in before.stdout
     assert "start kv_cache" in before.stdout  # the README's first kata, not the alphabet's
@@ -55,16 +55,16 @@ def test_progress_follows_the_learners_runs(scratch):
     assert stub_run.returncode == 1
     assert "passing — next:" in stub_run.stdout, stub_run.stdout[-2000:]  # summary in levels
     assert "level 4 (the experiment): not run" in stub_run.stdout  # left out by -k
-    during = run(scratch, "-m", "grading.progress")
+    during = run(scratch, "-m", "grading.learner.progress")
     assert "passing — next:" in during.stdout and f"keep going with {KATA}" in during.stdout
     shutil.copy(scratch / "reference" / f"{KATA}.py", scratch / "katas" / KATA / "solution.py")
     green = run(scratch, "-m", "pytest", f"katas/{KATA}", "-q", "-p", "no:cacheprovider")
     assert green.returncode == 0, green.stdout[-2000:]
-    after = run(scratch, "-m", "grading.progress")
+    after = run(scratch, "-m", "grading.learner.progress")
     rows = [line for line in after.stdout.splitlines() if KATA in line]
     assert rows and all("passing (" in row for row in rows), after.stdout
-    assert run(scratch, "-m", "grading.learner", "reset", KATA).returncode == 0
-    forgotten = run(scratch, "-m", "grading.progress")
+    assert run(scratch, "-m", "grading.learner.tools", "reset", KATA).returncode == 0
+    forgotten = run(scratch, "-m", "grading.learner.progress")
     rows = [line for line in forgotten.stdout.splitlines() if KATA in line]
     assert rows and all("not started" in row for row in rows), forgotten.stdout
 
@@ -73,12 +73,12 @@ def test_hints_come_one_rung_at_a_time(scratch):
     hints = scratch / "katas" / KATA / "hints.md"
     ladder = [line for line in hints.read_text().splitlines() if line.startswith("## ")]
     assert len(ladder) >= 2, f"{hints} should hold a ladder of '## ' rungs"
-    first = run(scratch, "-m", "grading.learner", "hint", KATA)
+    first = run(scratch, "-m", "grading.learner.tools", "hint", KATA)
     assert f"Hint 1 of {len(ladder)}" in first.stdout and ladder[0] in first.stdout
     assert ladder[1] not in first.stdout  # the next rung stays out of sight
-    second = run(scratch, "-m", "grading.learner", "hint", KATA)
+    second = run(scratch, "-m", "grading.learner.tools", "hint", KATA)
     assert f"Hint 2 of {len(ladder)}" in second.stdout and ladder[1] in second.stdout
-    again = run(scratch, "-m", "grading.learner", "hint", KATA, "--all")
+    again = run(scratch, "-m", "grading.learner.tools", "hint", KATA, "--all")
     assert ladder[0] in again.stdout and ladder[1] in again.stdout
     assert len(ladder) < 3 or ladder[2] not in again.stdout
 
@@ -87,7 +87,7 @@ def test_reset_restores_the_stub_and_keeps_a_backup(scratch):
     solution = scratch / "katas" / KATA / "solution.py"
     stub = solution.read_text()
     solution.write_text("# my half-finished work\n")
-    done = run(scratch, "-m", "grading.learner", "reset", KATA)
+    done = run(scratch, "-m", "grading.learner.tools", "reset", KATA)
     assert done.returncode == 0, done.stderr
     assert solution.read_text() == stub
     backups = list((scratch / ".katas" / "backups" / KATA).glob("solution-*.py"))
@@ -100,7 +100,7 @@ def test_watch_reruns_the_tests_on_save(scratch):
     log = scratch / "watch.log"
     with log.open("w") as out:
         child = subprocess.Popen(
-            [sys.executable, "-m", "grading.learner", "watch", KATA, "--", "-q", "-x",
+            [sys.executable, "-m", "grading.learner.tools", "watch", KATA, "--", "-q", "-x",
              "-p", "no:cacheprovider"],
             cwd=scratch, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip

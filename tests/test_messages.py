@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from grading.mutants import MUTANTS_DIR, judge, read_mutant
+from mutant_kit import MUTANTS_DIR, judge, read_mutant
 
 # mutant: (text the failure must contain, text it must not contain)
 MESSAGES = {

@@ -1,6 +1,6 @@
 """Every wrong implementation in tests/mutants/<kata>/ must be caught by the test it names.
 
-A mutant (see grading/mutants.py) is a small patch on reference/<kata>.py with `CAUGHT_BY`, the
+A mutant (see tests/mutant_kit.py) is a small patch on reference/<kata>.py with `CAUGHT_BY`, the
 tests written to catch that bug. Failing some unrelated test is not enough: a mutant caught only
 by accident proves nothing about the test it was written for.
 """
@@ -12,7 +12,7 @@ import re
 import pytest
 
 from grading.judge.impl import KATAS_DIR, kata_names
-from grading.mutants import (
+from mutant_kit import (
     MUTANTS_DIR,
     Mutant,
     all_mutants,

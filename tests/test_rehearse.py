@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from grading.devices import REHEARSAL
-from grading.gpu_check import BUDGET_S, PLAN, ordered, planned_total
+from grading.gpu.check import BUDGET_S, PLAN, ordered, planned_total
 from grading.judge.guards import GPU_CALLS, guard_module
 from grading.judge.impl import REPO_ROOT
 from grading.judge.rehearsal import read_plan
@@ -73,7 +73,7 @@ def test_the_plan_fits_the_default_budget():
 
 def test_gpu_check_plan_prints_and_stops():
     done = subprocess.run(
-        [sys.executable, "-m", "grading.gpu_check", "--plan"],
+        [sys.executable, "-m", "grading.gpu.check", "--plan"],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr

@@ -26,7 +26,7 @@ from grading.model import make_model  # noqa: E402
 from grading.model.hf import save_checkpoint  # noqa: E402
 from grading.model.train import decode, stdlib_source  # noqa: E402
 from grading.model.train import main as train  # noqa: E402
-from grading.mutants import read_mutant, write_mutant  # noqa: E402
+from mutant_kit import read_mutant, write_mutant  # noqa: E402
 from katas.batching import timeline  # noqa: E402
 from katas.simulate import scenes  # noqa: E402
 from katas.simulate.__main__ import load_all, main  # noqa: E402

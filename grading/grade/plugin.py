@@ -59,7 +59,7 @@ _PROCESS_EVENTS = {
 
 def _process_allowed(event: str, args: tuple) -> bool:
     """The processes the katas' own tests start: the ahead-of-time kernel compiler
-    (`python -m grading.aot_worker`) and the CUDA tools that ship with Triton (ptxas, cuobjdump),
+    (`python -m grading.gpu.aot_worker`) and the CUDA tools that ship with Triton (ptxas, cuobjdump),
     which that worker runs under these same rules. Both events carry (program, argv, ...):
     subprocess uses os.posix_spawn where it can (Triton runs ptxas so)."""
     if event not in ("subprocess.Popen", "os.posix_spawn") or len(args) < 2:
@@ -67,7 +67,7 @@ def _process_allowed(event: str, args: tuple) -> bool:
     argv = [os.fsdecode(a) for a in args[1]] if isinstance(args[1], (list, tuple)) else []
     if not argv:
         return False
-    if argv[0] == sys.executable and argv[1:3] == ["-m", "grading.aot_worker"]:
+    if argv[0] == sys.executable and argv[1:3] == ["-m", "grading.gpu.aot_worker"]:
         return True
     try:
         import triton
@@ -134,7 +134,7 @@ def _install_audit_hook(sandbox: Path, kata: str, report) -> None:
 
 
 def guard_worker_process() -> None:
-    """The same rules in a helper process the tests start (grading.aot_worker runs the
+    """The same rules in a helper process the tests start (grading.gpu.aot_worker runs the
     submission's code too): installed when the environment says a grade is running."""
     if "KATAS_GRADE_SANDBOX" not in os.environ:
         return

@@ -145,7 +145,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     skip = pytest.mark.skip(
         reason="needs a CUDA GPU and this machine has none; on a GPU machine run "
-        "`python3 -m grading.gpu_check` (`--rehearse` runs it here, on the CPU)"
+        "`python3 -m grading.gpu.check` (`--rehearse` runs it here, on the CPU)"
     )
     for item in items:
         if item.get_closest_marker("gpu"):

@@ -5,7 +5,7 @@
 operators launched, Triton kernels launched and which ones, FLOPs, bytes the operators wrote, and
 the time its benchmarks ask for. `estimate_seconds` turns one test's tally into a rough time on
 an H200; with `--plan PATH` the rehearsal writes every test's tally and estimate there, and the
-prepared GPU check (`grading.gpu_check`) plans its run from that file.
+prepared GPU check (`grading.gpu.check`) plans its run from that file.
 
 The estimate is deliberately simple (an order of magnitude, erring long):
 

@@ -1,6 +1,6 @@
 """GPU benchmark: real tokens per second of the three strategies, as ratios to static batching.
 
-Skipped without CUDA; on a GPU machine `python3 -m grading.gpu_check` runs it with the reference
+Skipped without CUDA; on a GPU machine `python3 -m grading.gpu.check` runs it with the reference
 (`pytest katas/batching -m gpu --rehearse` runs it on the CPU, small, without judging speed).
 The model is the shared Llama-style decoder made large enough that its matrix products matter
 (4 layers, 2048 wide, 32000-token vocabulary, bfloat16); the workload is the shipped chat-like

@@ -1,6 +1,6 @@
 """GPU checks and benchmarks: sliding window and block-sparse against dense causal attention.
 
-Skipped without CUDA; on a GPU machine run `python3 -m grading.gpu_check` (`pytest
+Skipped without CUDA; on a GPU machine run `python3 -m grading.gpu.check` (`pytest
 katas/efficient_attention -m gpu --rehearse` runs them on the CPU, small). The baseline is
 PyTorch's fused dense attention (`scaled_dot_product_attention(..., is_causal=True)`) on the same
 inputs in the same run; the figures are speed-ups next to the fraction of the causal work kept.

@@ -6,7 +6,7 @@ combined. So each call below is made as on a GPU (tensors that say `is_cuda`), i
 launches are recorded instead of run, and each launch is compiled for both GPUs with its own
 arguments: every head dim, float16 and bfloat16, causal or not, and the split-KV decode. Results
 are cached, so an unchanged file costs a few seconds. See "On a real GPU" in the README, and
-`python -m grading.kernel_report flash_attention` for what the compiled kernels use.
+`python -m grading.gpu.kernel_report flash_attention` for what the compiled kernels use.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from grading.aot import TARGETS, GpuCall, check_compiles, compile_calls
+from grading.gpu.aot import TARGETS, GpuCall, check_compiles, compile_calls
 
 B, H, HKV, N, N_DECODE = 2, 4, 2, 1024, 8192
 HEAD_DIMS = (16, 32, 64, 128)
@@ -32,7 +32,7 @@ def _decode(D: int, dtype: str) -> GpuCall:
     return GpuCall("split_kv_decode", shapes, dtype, (("num_splits", 8),))
 
 
-# The calls whose kernels a GPU run compiles (grading.kernel_report reads this list too).
+# The calls whose kernels a GPU run compiles (grading.gpu.kernel_report reads this list too).
 GPU_CALLS = [
     _attention(function, D, dtype, causal)
     for function in ("flash_attention", "flash_attention_with_lse")

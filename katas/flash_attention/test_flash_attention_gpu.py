@@ -1,6 +1,6 @@
 """GPU targets for `flash_attention`: correctness at real tile sizes, speed, and memory.
 
-Skipped without CUDA; on a GPU machine `python3 -m grading.gpu_check` runs them with the
+Skipped without CUDA; on a GPU machine `python3 -m grading.gpu.check` runs them with the
 reference (`--impl` picks another file); `pytest katas/flash_attention -m gpu --rehearse` runs
 them on the CPU at small sizes, through Triton's interpreter, without judging speed or memory.
 Speeds are TFLOP/s with 4·B·H·N²·D FLOPs (halved when causal), timed with

@@ -1,6 +1,6 @@
 """GPU target for `serving`: the engine against naive_serve, in real tokens per second.
 
-Skipped without CUDA; on a GPU machine `python3 -m grading.gpu_check` runs it with the reference
+Skipped without CUDA; on a GPU machine `python3 -m grading.gpu.check` runs it with the reference
 (`--impl` picks another file); `pytest katas/serving -m gpu --rehearse` runs it on the CPU with
 the benchmark's CPU model and a few requests, without judging speed.
 

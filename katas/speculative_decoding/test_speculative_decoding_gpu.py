@@ -1,6 +1,6 @@
 """GPU target for `speculative_decoding`: the speed-up over plain cached greedy decoding.
 
-Skipped without CUDA; on a GPU machine `python3 -m grading.gpu_check` runs it with the reference
+Skipped without CUDA; on a GPU machine `python3 -m grading.gpu.check` runs it with the reference
 (`--impl` picks another file); `pytest katas/speculative_decoding -m gpu --rehearse` runs it on
 the CPU, small, without judging speed.
 

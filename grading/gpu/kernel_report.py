@@ -1,6 +1,6 @@
 """What a kata's Triton kernels would use on real GPUs, read from kernels compiled without one.
 
-    python -m grading.kernel_report KATA [--impl solution|reference|PATH] [--json]
+    python -m grading.gpu.kernel_report KATA [--impl solution|reference|PATH] [--json]
 
 For each kernel, configuration and target (sm_80: A100, sm_90: H100/H200): registers per thread,
 bytes spilled to local memory, shared memory per block, warps and pipeline stages, the
@@ -19,7 +19,7 @@ import json
 import sys
 from pathlib import Path
 
-from grading.aot import TARGETS, CompileResult, KernelBuild, as_json, compile_calls
+from grading.gpu.aot import TARGETS, CompileResult, KernelBuild, as_json, compile_calls
 from grading.judge.impl import KATAS_DIR, ImplError, kata_names, load_module, resolve_impl
 
 
@@ -96,7 +96,7 @@ def text_report(kata: str, impl: str, result: CompileResult) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m grading.kernel_report", description=__doc__.split("\n\n")[0]
+        prog="python -m grading.gpu.kernel_report", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("kata", choices=kata_names())
     parser.add_argument("--impl", default="solution", help="solution (default), reference or PATH")

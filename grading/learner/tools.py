@@ -1,8 +1,8 @@
 """A learner's commands: one hint at a time, a fresh stub, and tests that re-run on save.
 
-    python -m grading.learner hint KATA [--all]   # the next rung of the kata's hint ladder
-    python -m grading.learner reset KATA          # the stub back, your solution kept as a backup
-    python -m grading.learner watch KATA [-- pytest args]   # re-run the tests on every save
+    python -m grading.learner.tools hint KATA [--all]   # the next rung of the kata's hint ladder
+    python -m grading.learner.tools reset KATA          # the stub back, your solution kept as a backup
+    python -m grading.learner.tools watch KATA [-- pytest args]   # re-run the tests on every save
 
 The nox sessions `hint`, `reset` and `watch` call these. State (hints shown, backups) lives in
 .katas/ at the repository's root, which git ignores.
@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from grading.judge.impl import KATAS_DIR, REPO_ROOT, kata_names
-from grading.progress import record_path
+from grading.learner.progress import record_path
 
 STATE_DIR = REPO_ROOT / ".katas"
 UNTOUCHED = "not implemented yet"  # every stub function raises with these words
@@ -119,7 +119,7 @@ def watch(kata: str, pytest_args: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grading.learner", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m grading.learner.tools", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     p = commands.add_parser("hint", help="show the next hint")
     p.add_argument("kata", choices=kata_names())

@@ -9,7 +9,7 @@ runs them, for the GPUs in TARGETS:
   and dtypes a GPU run uses (`GPU_CALLS` in `katas/<kata>/test_<kata>_compile.py`).
 - `compile_calls` makes each call in a separate process without the interpreter, with tensors
   whose `is_cuda` is True, records the kernel launches instead of running them, and compiles
-  each for each target with the launch's own arguments (grading/aot_worker.py). An
+  each for each target with the launch's own arguments (grading/gpu/aot_worker.py). An
   implementation therefore chooses its GPU tiles from `q.is_cuda` (and dtype and shape), as it
   does on a GPU.
 - Results are cached by the implementation's text, the calls and the Triton version, so an
@@ -198,7 +198,7 @@ def compile_calls(
 
 
 def _run_workers(request: dict) -> dict:
-    """One grading.aot_worker process per target, side by side; their results merged."""
+    """One grading.gpu.aot_worker process per target, side by side; their results merged."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     with tempfile.TemporaryDirectory() as tmp:
         workers = []
@@ -207,7 +207,7 @@ def _run_workers(request: dict) -> dict:
             files[0].write_text(json.dumps({**request, "targets": [target]}))
             with files[2].open("w") as log:
                 process = subprocess.Popen(
-                    [sys.executable, "-m", "grading.aot_worker", str(files[0]), str(files[1])],
+                    [sys.executable, "-m", "grading.gpu.aot_worker", str(files[0]), str(files[1])],
                     stdout=subprocess.DEVNULL,  # whatever the implementation prints
                     stderr=log,
                     cwd=REPO_ROOT,

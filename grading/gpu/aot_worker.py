@@ -1,4 +1,4 @@
-"""The compiling half of grading.aot, run in its own process: `python -m grading.aot_worker`.
+"""The compiling half of grading.gpu.aot, run in its own process: `python -m grading.gpu.aot_worker`.
 
 It must run without Triton's interpreter (the parent process removes TRITON_INTERPRET), so that
 `@triton.jit` gives real JITFunctions. For each requested call it imports the implementation,
@@ -8,7 +8,7 @@ launch path (`JITFunction.run(..., warmup=True)`) with a stand-in driver that na
 so specialisation, options and caching are exactly those of a real launch. Machine code is read
 with the cuobjdump that ships with Triton.
 
-`python -m grading.aot_worker REQUEST RESULT`: reads the JSON request ({"impl", "calls",
+`python -m grading.gpu.aot_worker REQUEST RESULT`: reads the JSON request ({"impl", "calls",
 "targets", "keep"}) from the file REQUEST and writes the result, as JSON, to the file RESULT.
 """
 

@@ -275,7 +275,7 @@ def judge(mutant: Mutant, workdir: Path, *extra: str, timeout: float = 600) -> V
 class WarmJudge:
     """`judge`, without paying for PyTorch's import once per mutant.
 
-    A server process (`python -m grading.mutants --serve`) imports PyTorch and Triton once, then
+    A server process (`python tests/mutant_kit.py --serve`) imports PyTorch and Triton once, then
     forks a child for each mutant. The child runs the same pytest command `judge` runs, in-process,
     and exits; it starts from a copy of the server, which has imported libraries and run nothing,
     so it shares no state with the children before it: its verdict is a fresh process's.
@@ -287,7 +287,7 @@ class WarmJudge:
         import sys
 
         self.server = subprocess.Popen(
-            [sys.executable, "-m", "grading.mutants", "--serve"],
+            [sys.executable, str(Path(__file__).resolve()), "--serve"],
             cwd=REPO_ROOT,
             env=dict(os.environ, **JUDGE_ENV),
             stdin=subprocess.PIPE,
@@ -383,7 +383,7 @@ def _run_child(args: list[str], output: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m grading.mutants [PATH ...]`: check mutants (all by default), one line each."""
+    """`python tests/mutant_kit.py [PATH ...]`: check mutants (all by default), one line each."""
     import argparse
     import tempfile
 

@@ -1,8 +1,8 @@
 """The prepared GPU check: every GPU test and benchmark of the repository, within a time budget.
 
-    python3 -m grading.gpu_check                 # plan, run, figures and a table in gpu-results/
-    python3 -m grading.gpu_check --plan          # the plan only
-    python3 -m grading.gpu_check --record        # ... and the table appended to results/gpu.md
+    python3 -m grading.gpu.check                 # plan, run, figures and a table in gpu-results/
+    python3 -m grading.gpu.check --plan          # the plan only
+    python3 -m grading.gpu.check --record        # ... and the table appended to results/gpu.md
 
 Runs with the machine's own python3 and installs nothing (PyTorch >= 2.4, Triton >= 3.0, pytest,
 pytest-timeout and Hypothesis must be there). The plan, `results/gpu_plan.json`, comes from the
@@ -133,7 +133,7 @@ def run_group(group: list[PlannedTest], impl: str, out: Path, log: Path, seconds
     kata, kind = group[0].kata, group[0].kind
     command = [
         sys.executable, "-m", "pytest", *[t.id for t in group], "-m", "gpu", "-v",
-        "-p", "no:cacheprovider", "-p", "grading.gpu_check", f"--impl={impl}",
+        "-p", "no:cacheprovider", "-p", "grading.gpu.check", f"--impl={impl}",
         f"--figures={out / f'figures-{kind}-{kata}.json'}", f"--timeout={limit:.0f}",
         # A GPU machine's PyTorch and Triton may be older or newer than the CPU environment's:
         # their deprecation notices are shown, not turned into failures that waste the run.

@@ -7,7 +7,7 @@ As a pytest plugin (loaded by the repository's conftest.py) it ends each kata ru
     level 2: not run
 
 and saves the run to .katas/progress/<kata>.json. Runs with another `--impl`, and runs under CI,
-are not saved. `python -m grading.progress` prints the table of every kata.
+are not saved. `python -m grading.learner.progress` prints the table of every kata.
 """
 
 from __future__ import annotations
