@@ -1,3 +1,3 @@
-# The kata harness (grading/judge/plugin.py: --impl, Hypothesis profiles, Triton's interpreter, figures)
-# and the learner's progress in levels (grading/learner/progress.py).
+# The kata harness (grading/judge/plugin.py: --impl, Hypothesis profiles, Triton's interpreter,
+# figures) and the learner's progress in levels (grading/learner/progress.py).
 pytest_plugins = ["grading.judge.plugin", "grading.learner.progress"]

@@ -224,7 +224,9 @@ def compat(session: nox.Session) -> None:
         str(python), "-m", "pip", "install", COMPAT_TORCH, COMPAT_TRITON, "numpy", "pytest",
         "hypothesis", "pytest-xdist", "pytest-timeout", external=True,
     )  # fmt: skip
-    imports = "import grading.judge.plugin, grading.gpu.check, katas.serving.benchmark, reference.serving"
+    imports = (
+        "import grading.judge.plugin, grading.gpu.check, katas.serving.benchmark, reference.serving"
+    )
     session.run(str(python), "-c", imports, external=True)
     session.run(str(python), "-m", "grading.gpu.check", "--plan", external=True)
     session.run(

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from mutant_kit import WALL_PER_CPU_SECOND, WarmJudge, limit_cpu, read_adversary
 
 from grading.judge.impl import REPO_ROOT, kata_names
-from mutant_kit import WALL_PER_CPU_SECOND, WarmJudge, limit_cpu, read_adversary
 
 # One thread per process: the self-test runs several processes at once on a machine of a few
 # cores, and PyTorch's threads, one per core in each, would wait on each other (a test of a

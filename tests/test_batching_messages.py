@@ -4,10 +4,10 @@ workload that exposes it, fails with a message about the rule it broke, not a sy
 from __future__ import annotations
 
 import pytest
+from mutant_kit import read_mutant, write_mutant
 
 from grading.judge.impl import REPO_ROOT, load_module
 from grading.model.workload import WorkloadRequest
-from mutant_kit import read_mutant, write_mutant
 from katas.batching.cases import (
     LISTED_OUT_OF_ORDER,
     Limits,

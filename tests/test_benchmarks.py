@@ -1,8 +1,9 @@
 """The benchmarks run end to end on tiny settings, and every method's tokens are greedy decoding's.
 
-The trained pair is stood in for by random weights in the trained models' shapes (`grading.model.train`
-TARGET and DRAFT), written as checkpoints the way `python -m grading.model.train` writes them; the
-serving benchmark's mixture and workload are shrunk so that each test takes seconds.
+The trained pair is stood in for by random weights in the trained models' shapes
+(`grading.model.train` TARGET and DRAFT), written as checkpoints the way
+`python -m grading.model.train` writes them; the serving benchmark's mixture and workload are
+shrunk so that each test takes seconds.
 """
 
 from __future__ import annotations
@@ -88,3 +89,16 @@ def test_serving_benchmark_gives_greedy_decodings_tokens(pair, tmp_path, monkeyp
         assert f"| {variant.name} |" in text, f"{variant.name} is missing from the report"
     serving.plot(results, tmp_path / "serving_cpu.png", "cpu")
     assert (tmp_path / "serving_cpu.png").stat().st_size > 0
+
+
+def test_reports_name_the_repositorys_files_relative_to_it(tmp_path):
+    """A recorded report is read on other machines: the shipped models' folder is named as the
+    repository names it, not by the absolute path of the machine that ran the benchmark."""
+    from grading.judge.impl import REPO_ROOT, repo_relative
+    from grading.model.train import SHIPPED
+
+    assert repo_relative(SHIPPED) == "grading/model/checkpoints"
+    assert repo_relative(tmp_path) == str(tmp_path)  # outside the repository: as given
+    for name in ("serving_cpu.md", "speculative_cpu.md"):
+        text = (REPO_ROOT / "results" / name).read_text()
+        assert "Models (`grading/model/checkpoints`)" in text, f"results/{name}: {text[:200]}"

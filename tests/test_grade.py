@@ -21,11 +21,11 @@ from pathlib import Path
 from xml.etree import ElementTree as ET
 
 import pytest
+from mutant_kit import MUTANTS_DIR, mutated_source, read_adversary, read_mutant
 
 from grading.grade.assignment import load as load_assignment
 from grading.grade.assignment import score_kata
 from grading.judge.impl import KATAS_DIR, REPO_ROOT, kata_names
-from mutant_kit import MUTANTS_DIR, mutated_source, read_adversary, read_mutant
 
 KATA = "context_extension"
 ADVERSARIAL = REPO_ROOT / "tests" / "adversarial" / "grading"

@@ -4,7 +4,8 @@ message, and a guarded implementation behaves exactly like the unguarded one oth
 An adversary file has the mutant format of tests/mutant_kit.py (EDITS and REPLACE on the
 reference), plus KATA (the reference it patches), TESTS (the kata tests to run) and EXPECT (a
 piece of the message the guard must print). One with `CHECK = "source"` is caught before it
-runs, by the static check of grading/judge/source_check.py, which grading applies to every submission.
+runs, by the static check of grading/judge/source_check.py, which grading applies to every
+submission.
 """
 
 from __future__ import annotations
@@ -18,13 +19,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from mutant_kit import read_adversary, write_mutant
 
 from grading.judge.cost import count_flops, largest_tensor, measure
 from grading.judge.guards import GuardFailure, JudgeSnapshot, guard_module
 from grading.judge.impl import REPO_ROOT, kata_names, load_module
 from grading.judge.observe import OffTheBooks
 from grading.judge.source_check import check_source
-from mutant_kit import read_adversary, write_mutant
 
 ADVERSARIES = sorted((REPO_ROOT / "tests" / "adversarial").glob("*.py"))
 
@@ -85,6 +86,27 @@ def test_the_source_check_refuses_the_katas_own_reference_only(tmp_path):
         "while grading; the kata's file must do the work itself"
     ]
     assert check_source(path, "serving") == [] and check_source(path) == []
+
+
+def test_the_source_check_allows_the_model_and_naive_server_not_the_tools_beside_them(tmp_path):
+    """`grading.model` (the model and the naive server, also as `grading.naive`) and
+    `grading.devices` are what solutions build on; the checkpoint, training, baseline and workload
+    tools that share the model's package are not, and nothing of the judge or the grader is."""
+    fine = tmp_path / "fine.py"
+    fine.write_text(
+        "from grading.model import SequenceCache, from_pretrained\n"
+        "from grading.model.naive import Completion\nfrom grading.naive import Request\n"
+        "from grading.devices import gpu_path\nimport grading.model.llama\n"
+    )
+    assert check_source(fine) == []
+    for line in (
+        "import grading.model.hf", "from grading.model.train import stdlib_source",
+        "from grading.model import baselines", "from grading.model.workload import main",
+        "from grading.judge import tolerance", "import grading.grade.sandbox",
+    ):  # fmt: skip
+        refused = tmp_path / "refused.py"
+        refused.write_text(line + "\n")
+        assert len(check_source(refused)) == 1, f"{line!r} should be refused"
 
 
 def test_the_source_check_allows_private_names_of_the_submissions_own(tmp_path):

@@ -17,8 +17,8 @@ import pytest
 import triton
 
 from grading.gpu.aot import CompileResult, GpuCall, KernelBuild, check_compiles, compile_calls
-from grading.judge.impl import REPO_ROOT
 from grading.gpu.kernel_report import main as kernel_report
+from grading.judge.impl import REPO_ROOT
 
 REFERENCE = REPO_ROOT / "reference" / "flash_attention.py"
 CUDA_BIN = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"

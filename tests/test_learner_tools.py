@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from grading.grade.sandbox import copy_repository
-from grading.learner.interview import Interview
 from grading.judge.impl import REPO_ROOT
+from grading.learner.interview import Interview
 
 KATA = "context_extension"
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from mutant_kit import MUTANTS_DIR, judge, read_mutant
 
 # mutant: (text the failure must contain, text it must not contain)

@@ -10,8 +10,6 @@ from __future__ import annotations
 import re
 
 import pytest
-
-from grading.judge.impl import KATAS_DIR, kata_names
 from mutant_kit import (
     MUTANTS_DIR,
     Mutant,
@@ -19,6 +17,8 @@ from mutant_kit import (
     mutated_source,
     read_mutant,
 )
+
+from grading.judge.impl import KATAS_DIR, kata_names
 
 MUTANTS = all_mutants()
 IDS = [f"{p.parent.name}/{p.stem}" for p in MUTANTS]

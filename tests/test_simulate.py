@@ -19,6 +19,7 @@ import pytest
 
 pytest.importorskip("textual", reason="the simulation needs its extra: pip install -e .[sim]")
 
+from mutant_kit import read_mutant, write_mutant  # noqa: E402
 from rich.console import Console  # noqa: E402
 
 from grading.judge.impl import REPO_ROOT, load_impl  # noqa: E402
@@ -26,7 +27,6 @@ from grading.model import make_model  # noqa: E402
 from grading.model.hf import save_checkpoint  # noqa: E402
 from grading.model.train import decode, stdlib_source  # noqa: E402
 from grading.model.train import main as train  # noqa: E402
-from mutant_kit import read_mutant, write_mutant  # noqa: E402
 from katas.batching import timeline  # noqa: E402
 from katas.simulate import scenes  # noqa: E402
 from katas.simulate.__main__ import load_all, main  # noqa: E402

@@ -242,8 +242,8 @@ def template_problems(kata_dir: Path) -> list[str]:
     has_table = any("BadCall(" in t for t in tables)
     if not (has_table and any("assert_value_error(" in t for t in tests)):
         problems.append(
-            "no bad-input table: list bad calls as grading.judge.errors.BadCall and check them with "
-            "assert_value_error"
+            "no bad-input table: list bad calls as grading.judge.errors.BadCall and check them "
+            "with assert_value_error"
         )
     return problems
 

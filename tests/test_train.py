@@ -59,8 +59,8 @@ def test_speculation_counts_what_the_target_accepts():
 
 
 def test_the_shipped_models_are_the_recorded_ones_and_agree_as_recorded():
-    """The checkpoints in grading/model/checkpoints are the ones their training.json describes (sha256),
-    and measuring them again on held-out source gives agreement.json's figures."""
+    """The checkpoints in grading/model/checkpoints are the ones their training.json describes
+    (sha256), and measuring them again on held-out source gives agreement.json's figures."""
     from grading.model.train import SHIPPED, encode, measure, stdlib_source
 
     for name in ("target", "draft"):

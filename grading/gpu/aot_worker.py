@@ -1,4 +1,5 @@
-"""The compiling half of grading.gpu.aot, run in its own process: `python -m grading.gpu.aot_worker`.
+"""The compiling half of grading.gpu.aot, run in its own process:
+`python -m grading.gpu.aot_worker`.
 
 It must run without Triton's interpreter (the parent process removes TRITON_INTERPRET), so that
 `@triton.jit` gives real JITFunctions. For each requested call it imports the implementation,

@@ -6,13 +6,13 @@
 
 Runs with the machine's own python3 and installs nothing (PyTorch >= 2.4, Triton >= 3.0, pytest,
 pytest-timeout and Hypothesis must be there). The plan, `results/gpu_plan.json`, comes from the
-rehearsal of the GPU tests on the CPU (`nox -s rehearse`): every GPU test with its estimated
-seconds on an H200 (`grading.judge.rehearsal`). The check prints the plan first, then runs the tests in
-order of value: each kata's correctness on the GPU, then each kata's headline speed figure, then
-the sweeps. Each kata's tests of one kind run in a pytest process of their own, each test with a
-time limit; no process starts past the budget. Figures and the table of outcomes are written
-after every test, so a check stopped early keeps what it measured; the table marks each test
-passed, failed or not reached.
+rehearsal of the GPU tests on the CPU (`nox -s rehearse`): every GPU test with its estimated seconds
+on an H200 (`grading.judge.rehearsal`). The check prints the plan first, then runs the tests in
+order of value: each kata's correctness on the GPU, then each kata's headline speed figure, then the
+sweeps. Each kata's tests of one kind run in a pytest process of their own, each test with a time
+limit; no process starts past the budget. Figures and the table of outcomes are written after every
+test, so a check stopped early keeps what it measured; the table marks each test passed, failed or
+not reached.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Where the grader's tasks run: threads on this machine (the default), or a Ray cluster.
 
-A task is one kata of one submission: `grading.grade.task.grade_task(**options)`, plain values in and
-out, the same sandbox, seed and limits wherever it runs, so reports do not depend on the
-backend. A backend is called with [(key, options)] and yields (key, result) as tasks finish,
-showing the class's progress (done / total, running, time left) as it goes.
+A task is one kata of one submission: `grading.grade.task.grade_task(**options)`, plain values in
+and out, the same sandbox, seed and limits wherever it runs, so reports do not depend on the
+backend. A backend is called with [(key, options)] and yields (key, result) as tasks finish, showing
+the class's progress (done / total, running, time left) as it goes.
 """
 
 from __future__ import annotations

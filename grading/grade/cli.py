@@ -250,4 +250,3 @@ def make_backend(args):
     if args.backend == "ray":
         return backends.RayBackend(args.address, gpu=args.gpu)
     return backends.LocalBackend(args.jobs)
-

@@ -43,7 +43,7 @@ settings.register_profile(
 )
 
 # A failure whose text names one of these broke a rule the harness checks on every call
-# (grading.judge.guards' GuardFailure, grading.judge.observe's OffTheBooks).
+# (grading.judge.guards' GuardFailure, grading.judge.refusals' OffTheBooks).
 GUARD_SIGNS = ("GuardFailure", "OffTheBooks")
 MESSAGE_LIMIT = 8000  # characters of a failure's text kept (its end: the assertion's message)
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
@@ -59,8 +59,9 @@ _PROCESS_EVENTS = {
 
 def _process_allowed(event: str, args: tuple) -> bool:
     """The processes the katas' own tests start: the ahead-of-time kernel compiler
-    (`python -m grading.gpu.aot_worker`) and the CUDA tools that ship with Triton (ptxas, cuobjdump),
-    which that worker runs under these same rules. Both events carry (program, argv, ...):
+    (`python -m grading.gpu.aot_worker`) and the CUDA tools that ship with Triton (ptxas,
+    cuobjdump), which that worker runs under these same rules. Both events carry (program, argv,
+    ...):
     subprocess uses os.posix_spawn where it can (Triton runs ptxas so)."""
     if event not in ("subprocess.Popen", "os.posix_spawn") or len(args) < 2:
         return False

@@ -1,7 +1,7 @@
 """The attention test kit every attention kata shares: one case, one causal mask, one benchmark.
 
-Conventions (the same as `grading.judge.oracles`): q (B, H, Nq, D); k (B, Hkv, Nk, D); v (B, Hkv, Nk,
-Dv); H % Hkv == 0 and query head h reads kv head h // (H // Hkv). Causal masks align
+Conventions (the same as `grading.judge.oracles`): q (B, H, Nq, D); k (B, Hkv, Nk, D);
+v (B, Hkv, Nk, Dv); H % Hkv == 0 and query head h reads kv head h // (H // Hkv). Causal masks align
 bottom-right: query i sits at position i + Nk - Nq and sees keys j <= i + Nk - Nq, so the newest
 query sees every key (as in decoding with a cache).
 """

@@ -19,6 +19,16 @@ REPO_ROOT = Path(__file__).resolve().parents[2]  # grading/judge/impl.py
 KATAS_DIR = REPO_ROOT / "katas"
 
 
+def repo_relative(path: str | Path) -> str:
+    """`path` as a report names it: relative to the repository when inside it (a report read on
+    another machine names no folder of the machine that wrote it), else as given."""
+    path = Path(path)
+    try:
+        return str(path.resolve().relative_to(REPO_ROOT))
+    except ValueError:
+        return str(path)
+
+
 class ImplError(Exception):
     """The implementation under test could not be found or imported."""
 
@@ -63,7 +73,7 @@ def load_module(path: Path, name: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     # Registered so that dataclasses, pickling and typing inside the file can find their module.
     sys.modules[name] = module
-    from grading.judge.observe import no_threads_or_processes  # imports torch: only when loading
+    from grading.judge.refusals import no_threads_or_processes  # imports torch: only when loading
 
     try:
         with no_threads_or_processes():  # a thread started now would work unobserved later

@@ -1,10 +1,10 @@
 """The pytest plugin every kata's tests run under (loaded by the repository's conftest.py).
 
 It adds `--impl` and `--figures`, registers the Hypothesis profiles, switches Triton to its CPU
-interpreter when there is no GPU, skips GPU tests on the CPU (or, with `--rehearse`, runs them
-there at small sizes: `grading.judge.rehearsal`), puts the guards of
-`grading.judge.guards` around the implementation under test (and checks after each test that the judge
-was left alone), and turns "not implemented yet" failures into one short line each.
+interpreter when there is no GPU, skips GPU tests on the CPU (or, with `--rehearse`, runs them there
+at small sizes: `grading.judge.rehearsal`), puts the guards of `grading.judge.guards` around the
+implementation under test (and checks after each test that the judge was left alone), and turns "not
+implemented yet" failures into one short line each.
 """
 
 from __future__ import annotations
@@ -185,7 +185,7 @@ def pytest_runtest_call(item: pytest.Item):
 
 
 def _tallied(item: pytest.Item, run: GpuRun):
-    """Run a rehearsed GPU test under the rehearsal's tally and plan it (grading.judge.rehearsal)."""
+    """Run a rehearsed GPU test under the rehearsal's tally and plan it (`rehearsal.py`)."""
     counters = triton_launch_counters(run.work)
     saved = [cls.__dict__["run"] for cls, _ in counters]
     for cls, replacement in counters:
@@ -209,8 +209,8 @@ def _tallied(item: pytest.Item, run: GpuRun):
 
 @pytest.fixture
 def gpu(request: pytest.FixtureRequest) -> GpuRun:
-    """Where and how big a GPU test runs (grading.judge.rehearsal.GpuRun): CUDA at full size, or the CPU
-    at small sizes in a rehearsal (`--rehearse`)."""
+    """Where and how big a GPU test runs (grading.judge.rehearsal.GpuRun): CUDA at full size, or
+    the CPU at small sizes in a rehearsal (`--rehearse`)."""
     run = GpuRun.here(rehearse=request.config.getoption("--rehearse"))
     request.node.stash[_GPU_RUN] = run
     return run

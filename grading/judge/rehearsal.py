@@ -74,7 +74,7 @@ class Tally(TorchDispatchMode):
     """Counts the operators, FLOPs and bytes of everything run inside it, into `work`."""
 
     def __init__(self, work: Work) -> None:
-        from grading.judge.observe import FORMULAS  # PyTorch's formulas, plus its CPU attention's
+        from grading.judge.operators import FORMULAS  # PyTorch's formulas, plus its CPU attention's
 
         super().__init__()
         self.work = work

@@ -69,7 +69,7 @@ class Rule:
     # it may do.
     budget: Callable[[dict], Budget] | None = None
     # True: the function's integer tensors are numbers it computes with (positions), not token
-    # ids, so `.tolist()` of them counts toward the off-the-books limit (grading.judge.observe).
+    # ids, so `.tolist()` of them counts toward the off-the-books limit (grading.judge.refusals).
     lists_integers: bool = False
     # Arguments the function changes by its contract (the cache a decoding step appends to):
     # the guards do not hold those to "left alone". Every other argument, an object of the

@@ -1,6 +1,7 @@
 """Interview practice: one kata against the clock, in a scratch workspace.
 
-    python -m grading.learner.interview KATA [--minutes 45] [--level N]   (or nox -s interview -- KATA)
+    python -m grading.learner.interview KATA [--minutes 45] [--level N]
+    (or nox -s interview -- KATA)
 
 A fresh copy of the kata's stub goes to interviews/<kata>-<time>/solution.py (your own
 katas/<kata>/solution.py is never touched). The task and targets are printed and the clock
@@ -31,8 +32,8 @@ from pathlib import Path
 
 from grading.grade.sandbox import run_kata
 from grading.judge.impl import KATAS_DIR, REPO_ROOT, by_part, kata_names, part_name, part_of
-from grading.learner.tools import pristine_stub
 from grading.learner.progress import first_line
+from grading.learner.tools import pristine_stub
 
 FAILING_SHOWN = 10  # failing tests a check lists
 
@@ -206,7 +207,8 @@ def _levels_from_junit(path: Path, kata: str) -> tuple[dict, list[tuple[str, str
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grading.learner.interview", description=__doc__)
+    prog = "python -m grading.learner.interview"
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__)
     parser.add_argument("kata", choices=kata_names())
     parser.add_argument("--minutes", type=float, default=45.0, help="the time you have")
     parser.add_argument("--level", type=int, help="only this level's tests")

@@ -1,8 +1,8 @@
 """A learner's commands: one hint at a time, a fresh stub, and tests that re-run on save.
 
-    python -m grading.learner.tools hint KATA [--all]   # the next rung of the kata's hint ladder
-    python -m grading.learner.tools reset KATA          # the stub back, your solution kept as a backup
-    python -m grading.learner.tools watch KATA [-- pytest args]   # re-run the tests on every save
+    python -m grading.learner.tools hint KATA [--all]   # the next rung of the hint ladder
+    python -m grading.learner.tools reset KATA          # the stub back, your solution backed up
+    python -m grading.learner.tools watch KATA [-- pytest args]   # the tests again on every save
 
 The nox sessions `hint`, `reset` and `watch` call these. State (hints shown, backups) lives in
 .katas/ at the repository's root, which git ignores.

@@ -51,8 +51,8 @@ def cases(
 
 @st.composite
 def below_mask_cases(draw, *, max_len: int = 24) -> tuple[AttentionCase, int]:
-    """(case, power) for grading.judge.attention.scores_below_any_mask: D = 16, the default sm_scale,
-    and a power the case's dtype holds."""
+    """(case, power) for grading.judge.attention.scores_below_any_mask: D = 16, the default
+    sm_scale, and a power the case's dtype holds."""
     H, Hkv = draw(gqa_heads(2, 3))
     case = AttentionCase(
         B=draw(st.integers(1, 2)),

@@ -1,8 +1,8 @@
 """What the FlashAttention tests draw, and how they judge an output.
 
-Cases are `grading.judge.attention.AttentionCase`s (sizes, flags, dtype, input scale, seed); Hypothesis
-draws them and prints them when a test fails. The judge is FlashAttention's own rule: the error
-against a float64 oracle may be at most twice the error of PyTorch's attention run in the same
+Cases are `grading.judge.attention.AttentionCase`s (sizes, flags, dtype, input scale, seed);
+Hypothesis draws them and prints them when a test fails. The judge is FlashAttention's own rule: the
+error against a float64 oracle may be at most twice the error of PyTorch's attention run in the same
 dtype, plus a small floor.
 """
 

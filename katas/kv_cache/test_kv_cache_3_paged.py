@@ -499,9 +499,9 @@ def test_paged_attention_extreme_scores(impl, dtype):
 def test_paged_attention_with_every_score_below_any_mask_constant(
     impl, heads, n, block, dtype, seed, data
 ):
-    """Every visible score is about -2**18 or far lower (grading.judge.attention.scores_below_any_mask):
-    a future key given a finite score (-1e4, -1e30, the dtype's finfo.min) instead of -inf wins
-    the softmax."""
+    """Every visible score is about -2**18 or far lower
+    (grading.judge.attention.scores_below_any_mask): a future key given a finite score (-1e4,
+    -1e30, the dtype's finfo.min) instead of -inf wins the softmax."""
     H, Hkv = heads
     Tq = data.draw(st.integers(1, n), label="Tq")
     case = AttentionCase(H=H, Hkv=Hkv, Nq=Tq, Nk=n, D=16, dtype=dtype, seed=seed)

@@ -16,17 +16,17 @@ The mixture: the shipped mixture-of-experts model, random weights, random prompt
 - `serve` with a technique switched off, where its API allows: dense experts (the ladder's
   "+ continuous batching"), max_batch_size=1. The KV cache cannot be switched off: the engine
   always keeps one;
-- what users would run instead, on the very same weights (`grading/model/baselines.py`): Hugging Face
-  transformers' batched `generate` (groups of max_batch_size in arrival order, a static or a
-  dynamic KV cache) and its continuous batching (`generate_batch`), where the installed version
-  has it. Both serve the whole workload as if every request were waiting from the start: they
-  ignore arrivals, which favours them.
+- what users would run instead, on the very same weights (`grading/model/baselines.py`):
+  Hugging Face transformers' batched `generate` (groups of max_batch_size in arrival order, a
+  static or a dynamic KV cache) and its continuous batching (`generate_batch`), where the
+  installed version has it. Both serve the whole workload as if every request were waiting
+  from the start: they ignore arrivals, which favours them.
 
-The trained pair (`python -m grading.model.train`, --models): speculative decoding pays only when the
-draft usually guesses the target's next token, which no random draft does. So it is measured on
-the repository's trained byte-level target and draft, with the workload's lengths and arrivals
-and prompts cut from held-out source: naive_serve, and `serve` at max_batch_size 1 and 32, each
-without and with the draft (k = 4).
+The trained pair (`python -m grading.model.train`, --models): speculative decoding pays only when
+the draft usually guesses the target's next token, which no random draft does. So it is measured on
+the repository's trained byte-level target and draft, with the workload's lengths and arrivals and
+prompts cut from held-out source: naive_serve, and `serve` at max_batch_size 1 and 32, each without
+and with the draft (k = 4).
 
 "Dense experts" is `DenseExperts`, a thin wrapper that forwards everything to the model except
 that its `forward_packed` drops the engine's `feed_forward`, so each block runs the model's own
@@ -70,7 +70,7 @@ from torch import nn  # torch functions (torch.manual_seed): imported here, befo
 from torch.utils.flop_counter import FlopCounterMode
 
 from grading.devices import has_cuda, synchronize
-from grading.judge.impl import ImplError, load_impl
+from grading.judge.impl import ImplError, load_impl, repo_relative
 from grading.model import TinyLlama, from_pretrained, make_model
 from grading.model.baselines import as_transformers, transformers_continuous, transformers_static
 from grading.model.naive import naive_serve
@@ -526,10 +526,10 @@ def report(results: list[Result], mixture: Served, pair: Served, folder: Path, c
         "Hugging Face transformers' batched `generate` (groups of "
         f"{MAX_BATCH} in arrival order, prompts padded on the left, each group decoding until its "
         "longest request is done) and its continuous batching `generate_batch` "
-        "(`grading/model/baselines.py`). They ignore arrivals (every request waits from the start), "
-        "which favours them; tokens fed counts every position of every forward call, padding and "
-        "finished rows included. generate_batch runs in a thread of its own, which the FLOP "
-        "counter does not see.",
+        "(`grading/model/baselines.py`). They ignore arrivals (every request waits from the "
+        "start), which favours them; tokens fed counts every position of every forward call, "
+        "padding and finished rows included. generate_batch runs in a thread of its own, which "
+        "the FLOP counter does not see.",
         "",
         *table_rows(section["transformers"], naive, plain),
         "",
@@ -537,11 +537,11 @@ def report(results: list[Result], mixture: Served, pair: Served, folder: Path, c
         "",
         "## Speculative decoding: the trained pair",
         "",
-        f"Models (`{folder}`): the byte-level target, {describe(pair.model)}, and its draft, "
-        f"{describe(pair.draft)}, trained on the standard library's source by "
-        f"`python -m grading.model.train`{trained}. float32. A draft with random weights rarely agrees "
-        "with its target, and speculation then costs more than it saves: a trained draft shows "
-        "what it is for.",
+        f"Models (`{repo_relative(folder)}`): the byte-level target, {describe(pair.model)}, "
+        f"and its draft, {describe(pair.draft)}, trained on the standard library's source by "
+        f"`python -m grading.model.train`{trained}. float32. A draft with random weights rarely "
+        "agrees with its target, and speculation then costs more than it saves: a trained draft "
+        "shows what it is for.",
         "",
         f"Workload: the lengths and arrivals of {workload_line(pair.requests, pair_load)}, "
         "with each "

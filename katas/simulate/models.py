@@ -1,11 +1,11 @@
 """The models the simulation runs, and their tokens as text.
 
 The repository ships a small trained pair (`python -m grading.model.train` writes it to
-`grading/model/checkpoints/`): a target and a draft whose tokens are bytes, trained on the Python standard
-library's source. With that pair the screens show text: prompts are windows of held-out
-standard-library source and every token is decoded. Without it (a checkout without the
-checkpoints, or a vocabulary other than bytes) the screens run random-weight models and show token
-ids, with a one-line notice saying why.
+`grading/model/checkpoints/`): a target and a draft whose tokens are bytes, trained on the Python
+standard library's source. With that pair the screens show text: prompts are windows of held-out
+standard-library source and every token is decoded. Without it (a checkout without the checkpoints,
+or a vocabulary other than bytes) the screens run random-weight models and show token ids, with a
+one-line notice saying why.
 """
 
 from __future__ import annotations

@@ -4,11 +4,11 @@
     python -m katas.speculative_decoding.benchmark --impl solution    # your solution.py
     python -m katas.speculative_decoding.benchmark --impl path/to/file.py --models DIR
 
-The models are the repository's trained byte-level pair (`python -m grading.model.train` writes them to
-grading/model/checkpoints): a target of about 0.85 M parameters and a draft of about 0.08 M, trained alike
-on the Python standard library's source, so the draft's greedy choice is usually the target's.
-The prompts are cut from the held-out modules (`grading.model.train.HELD_OUT`), each from the start of
-a line; tokens are bytes.
+The models are the repository's trained byte-level pair (`python -m grading.model.train` writes them
+to grading/model/checkpoints): a target of about 0.85 M parameters and a draft of about 0.08 M,
+trained alike on the Python standard library's source, so the draft's greedy choice is usually the
+target's. The prompts are cut from the held-out modules (`grading.model.train.HELD_OUT`), each from
+the start of a line; tokens are bytes.
 
 Three ways to decode each prompt greedily, all in float32 on one thread:
 
@@ -40,7 +40,7 @@ from pathlib import Path
 
 import torch
 
-from grading.judge.impl import ImplError, load_impl
+from grading.judge.impl import ImplError, load_impl, repo_relative
 from grading.model import TinyLlama, from_pretrained
 from grading.model.train import SHIPPED, decode
 from grading.model.workload import held_out_prompts
@@ -213,7 +213,7 @@ def report(results, prompts, new, k, folder: Path, target, draft, command: str) 
             "",
             f"Machine: {machine_summary('cpu')}.",
             "",
-            f"Models (`{folder}`), {next(target.parameters()).dtype}: the target "
+            f"Models (`{repo_relative(folder)}`), {next(target.parameters()).dtype}: the target "
             f"{describe(folder / 'target', target)}; the draft "
             f"{describe(folder / 'draft', draft)}.{measured}",
             "",

@@ -12,9 +12,10 @@ EDITS = [
     (
         "import torch\n",
         "import torch\n\n"
-        "import grading.judge.observe\n\n"
+        "import grading.judge.observe\n"
+        "import grading.judge.operators\n\n"
         "for _mm in (torch.ops.aten.mm.default, torch.ops.aten.bmm.default):\n"
-        "    grading.judge.observe._INFO[id(_mm)] = grading.judge.observe._OpInfo(\n"
+        "    grading.judge.observe._INFO[id(_mm)] = grading.judge.operators.OpInfo(\n"
         '        "mm", None, None, False, False, False, (), _mm\n'
         "    )\n",
     ),
