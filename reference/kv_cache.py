@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 
 import torch
 
@@ -302,3 +303,179 @@ def paged_attention(q, cache, seq_id):
     visible = torch.arange(N)[None, :] <= torch.arange(Tq)[:, None] + (N - Tq)  # bottom-right
     scores = scores.masked_fill(~visible.to(q.device), float("-inf"))
     return (scores.softmax(dim=-1) @ v).to(q.dtype)
+
+
+# ----------------------------------------------------------------------------------------------
+# Level 4: automatic prefix caching
+
+
+def _check_token_ids(tokens) -> None:
+    if (
+        not isinstance(tokens, list)
+        or not tokens
+        or not all(isinstance(t, int) and not isinstance(t, bool) for t in tokens)
+    ):
+        got = f"{len(tokens)} items" if isinstance(tokens, list) else type(tokens).__name__
+        raise ValueError(f"tokens: expected a non-empty list of ints (token ids), got {got}")
+
+
+def _check_new_tokens(k, v, pool: torch.Tensor) -> None:
+    """k and v: [Hkv, T, D] with T >= 1, alike, in the pool's dtype (pool: [blocks, Hkv, bs, D])."""
+    _, Hkv, _, D = pool.shape
+    for name, x in (("k", k), ("v", v)):
+        shape = list(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+        if not isinstance(x, torch.Tensor) or x.dim() != 3 or (Hkv, D) != (x.shape[0], x.shape[2]):
+            raise ValueError(
+                f"{name}: expected shape [{Hkv}, T, {D}] (kv heads, T >= 1 new tokens, head_dim), "
+                f"got {shape}"
+            )
+        if x.shape[1] < 1 or x.shape != k.shape:
+            raise ValueError(f"{name}: expected T >= 1 tokens, as many in k as in v; got {shape}")
+        if x.dtype != pool.dtype:
+            raise ValueError(f"{name}: expected dtype {pool.dtype}, got {x.dtype}")
+
+
+class PrefixCache:
+    """A paged cache (one layer's pool) whose full blocks are shared by equal prefixes.
+
+    Storage as PagedKVCache's: k_pool, v_pool of shape (num_blocks, Hkv, block_size, D). A block
+    that fills up is registered under its key, (the key of the block before it, its block_size
+    tokens): a chain that names the whole prefix up to the block's end, so equal tokens after
+    different prefixes get different keys. `start` hands a new sequence the registered blocks of
+    its prompt's longest cached run of full blocks, and each block counts the sequences holding
+    it. A block nobody holds waits in the free queue, least recently freed at the front, with its
+    key and contents, until `append` takes it for new tokens.
+    """
+
+    def __init__(
+        self, num_blocks, block_size, n_kv_heads, head_dim, dtype=torch.float32, device="cpu"
+    ):
+        _check_positive(
+            num_blocks=num_blocks, block_size=block_size, n_kv_heads=n_kv_heads, head_dim=head_dim
+        )
+        _check_dtype(dtype)
+        self.block_size = block_size
+        pool = (num_blocks, n_kv_heads, block_size, head_dim)  # (blocks, Hkv, block_size, D)
+        self.k_pool = torch.zeros(pool, dtype=dtype, device=device)
+        self.v_pool = torch.zeros(pool, dtype=dtype, device=device)
+        self.queue = OrderedDict.fromkeys(range(num_blocks))  # free blocks; the front goes first
+        self.refs = [0] * num_blocks  # sequences holding each block
+        self.cached: dict = {}  # key -> the block registered under it
+        self.key_of: dict = {}  # registered block -> its key
+        self.tables: dict = {}  # seq_id -> its blocks
+        self.lengths: dict = {}  # seq_id -> tokens held
+        self.last_key: dict = {}  # seq_id -> the key of its last full block (None: none yet)
+        self.tail: dict = {}  # seq_id -> the token ids in its partial last block
+
+    @property
+    def num_blocks(self) -> int:
+        return self.k_pool.shape[0]
+
+    @property
+    def num_free_blocks(self) -> int:
+        return len(self.queue)
+
+    def block_table(self, seq_id) -> list:
+        return list(self.tables.get(seq_id, ()))
+
+    def length(self, seq_id) -> int:
+        return self.lengths.get(seq_id, 0)
+
+    def ref_count(self, block) -> int:
+        if not isinstance(block, int) or isinstance(block, bool) or not 0 <= block < len(self.refs):
+            raise ValueError(f"block: expected an int in 0..{len(self.refs) - 1}, got {block!r}")
+        return self.refs[block]
+
+    def _cached_run(self, tokens: list) -> tuple[list, object]:
+        """The registered blocks of the leading full blocks of `tokens`, up to the first one not
+        cached, never the block of the last token; and the key of the last one found."""
+        bs, found, key = self.block_size, [], None
+        for i in range((len(tokens) - 1) // bs):  # the last token is always fed, for its logits
+            following = (key, tuple(tokens[i * bs : (i + 1) * bs]))
+            if following not in self.cached:
+                break
+            key = following
+            found.append(self.cached[key])
+        return found, key
+
+    def match(self, tokens) -> int:
+        """How many leading tokens of `tokens` are cached in full blocks; changes nothing."""
+        _check_token_ids(tokens)
+        return len(self._cached_run(tokens)[0]) * self.block_size
+
+    def start(self, seq_id, tokens) -> int:
+        """A new sequence holding the cached blocks of its prompt; returns the tokens they hold."""
+        if seq_id in self.tables:
+            raise ValueError(f"seq_id: sequence {seq_id!r} exists already (free it first)")
+        _check_token_ids(tokens)
+        found, key = self._cached_run(tokens)
+        for block in found:
+            self.refs[block] += 1
+            self.queue.pop(block, None)  # a free one is held again: it leaves the queue
+        self.tables[seq_id] = found
+        self.lengths[seq_id] = len(found) * self.block_size
+        self.last_key[seq_id] = key
+        self.tail[seq_id] = []
+        return len(found) * self.block_size
+
+    def _take(self) -> int:
+        """The block at the front of the free queue, forgetting what it cached."""
+        block, _ = self.queue.popitem(last=False)
+        key = self.key_of.pop(block, None)
+        if key is not None:
+            del self.cached[key]
+        self.refs[block] = 1
+        return block
+
+    def append(self, seq_id, tokens, k, v) -> None:
+        """Append T tokens (ids `tokens`, keys k and values v of shape [Hkv, T, D]) to `seq_id`."""
+        _check_new_tokens(k, v, self.k_pool)
+        _check_token_ids(tokens)
+        T = k.shape[1]
+        if len(tokens) != T:
+            raise ValueError(
+                f"tokens: expected {T} token ids, one per token of k and v, got {len(tokens)}"
+            )
+        bs = self.block_size
+        length, held = self.length(seq_id), self.tables.get(seq_id, [])
+        more = -(-(length + T) // bs) - len(held)  # new blocks: ceil((length + T) / bs) - held
+        if more > len(self.queue):  # refuse before taking any: nothing changes
+            raise OutOfBlocks(
+                f"sequence {seq_id!r} needs {more} more block(s) of {bs} tokens but the pool has "
+                f"{len(self.queue)} free of {self.num_blocks}; free a sequence first"
+            )
+        table = held + [self._take() for _ in range(more)]
+        positions = torch.arange(length, length + T, device=self.k_pool.device)
+        blocks = torch.tensor(table, device=self.k_pool.device)[positions // bs]  # (T,)
+        self.k_pool[blocks, :, positions % bs] = k.transpose(0, 1)  # (T, Hkv, D) into the pool
+        self.v_pool[blocks, :, positions % bs] = v.transpose(0, 1)
+        self.tables[seq_id], self.lengths[seq_id] = table, length + T
+        key, tail = self.last_key.get(seq_id), self.tail.get(seq_id, []) + tokens
+        for i in range(length // bs, (length + T) // bs):  # the blocks this append filled
+            key, tail = (key, tuple(tail[:bs])), tail[bs:]
+            if key not in self.cached:  # a block already registered under the key stays
+                self.cached[key] = table[i]
+                self.key_of[table[i]] = key
+        self.last_key[seq_id], self.tail[seq_id] = key, tail
+
+    def gather(self, seq_id):
+        """Everything cached for `seq_id`, in order: k, v of shape [Hkv, length, D]."""
+        if seq_id not in self.tables:
+            raise ValueError(f"seq_id: unknown sequence {seq_id!r} (never started, or freed)")
+        blocks = torch.tensor(self.tables[seq_id], dtype=torch.long, device=self.k_pool.device)
+        n = self.lengths[seq_id]
+        # (blocks, Hkv, bs, D) -> (Hkv, blocks * bs, D) -> (Hkv, n, D)
+        k = self.k_pool[blocks].transpose(0, 1).flatten(1, 2)[:, :n]
+        v = self.v_pool[blocks].transpose(0, 1).flatten(1, 2)[:, :n]
+        return k, v
+
+    def free(self, seq_id) -> None:
+        """Let go of every block of `seq_id`; one no sequence holds joins the free queue's back."""
+        if seq_id not in self.tables:
+            raise ValueError(f"seq_id: unknown sequence {seq_id!r} (never started, or freed)")
+        for block in reversed(self.tables.pop(seq_id)):  # the end is evicted before the start
+            self.refs[block] -= 1
+            if self.refs[block] == 0:
+                self.queue[block] = None  # a full block keeps its key; a partial one has none
+        for per_sequence in (self.lengths, self.last_key, self.tail):
+            del per_sequence[seq_id]

@@ -7,6 +7,7 @@ by accident proves nothing about the test it was written for.
 
 from __future__ import annotations
 
+import ast
 import re
 
 import pytest
@@ -28,7 +29,7 @@ MINIMUM = {
     "context_extension": 43,
     "efficient_attention": 63,
     "flash_attention": 48,
-    "kv_cache": 52,
+    "kv_cache": 64,
     "moe": 53,
     "speculative_decoding": 55,
     "serving": 39,
@@ -57,7 +58,15 @@ def test_mutant_is_well_formed(path):
     assert mutant.doc.startswith("Bug: "), f"{path.name}: its docstring must start with 'Bug: '"
     unknown = set(mutant.caught_by) - defined_tests(mutant.kata)
     assert not unknown, f"{mutant.name}: CAUGHT_BY names no test of katas/{mutant.kata}: {unknown}"
-    assert mutated_source(mutant) != mutant.reference.read_text()  # raises StaleMutant if stale
+    source = mutated_source(mutant)  # raises StaleMutant if stale
+    assert source != mutant.reference.read_text()
+    try:
+        ast.parse(source)
+    except SyntaxError as error:
+        pytest.fail(
+            f"{mutant.name}: the patched reference is not Python ({error}), so it fails "
+            "on import and proves nothing about the tests it names"
+        )
 
 
 @pytest.mark.parametrize("path", MUTANTS, ids=IDS)

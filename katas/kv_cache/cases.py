@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 
 import torch
 from hypothesis import strategies as st
@@ -52,3 +53,88 @@ def model_setups(draw):
     prompt_seed = draw(seeds(), label="prompt seed")
     prompt = torch.randint(0, 64, (B, T), generator=torch.Generator().manual_seed(prompt_seed))
     return recipe, prompt
+
+
+def prefix_kv(tokens: list[int], n_kv_heads: int, head_dim: int, dtype=torch.float32):
+    """Keys and values [n_kv_heads, T, head_dim] of the token ids `tokens`, as a model makes them:
+    token p's depend on tokens[:p + 1] alone, so equal prefixes give equal keys and values, and a
+    different earlier token (almost surely) changes every later one."""
+    codes, h = [], 0
+    for t in tokens:  # a rolling hash of the prefix up to each token
+        h = (h * 1_000_003 + t + 1) % 1_000_000_007
+        codes.append(h)
+    width = n_kv_heads * head_dim
+    freq = torch.arange(1, 2 * width + 1, dtype=torch.float64) * 0.6180339887  # (2 Hkv D,)
+    x = torch.sin(torch.tensor(codes, dtype=torch.float64)[:, None] * freq)  # (T, 2 Hkv D)
+    k, v = (
+        part.reshape(len(tokens), n_kv_heads, head_dim).transpose(0, 1)
+        for part in x.split(width, 1)
+    )
+    return k.to(dtype).contiguous(), v.to(dtype).contiguous()
+
+
+class PrefixModel:
+    """What a PrefixCache holds after each call by the README's rules, kept in plain Python: the
+    free queue (front first), ref counts, the registered prefixes, each sequence's blocks and
+    token ids. A block is registered under the whole prefix up to its end, as a tuple."""
+
+    def __init__(self, num_blocks: int, block_size: int) -> None:
+        self.block_size = block_size
+        self.queue = list(range(num_blocks))  # free blocks; append takes from the front
+        self.refs = [0] * num_blocks
+        self.registered: dict[tuple[int, ...], int] = {}  # prefix -> block
+        self.tables: dict = {}
+        self.tokens: dict = {}
+
+    def cached_blocks(self, tokens: list[int]) -> list[int]:
+        """The registered blocks of the leading full blocks, never the last token's block."""
+        found = []
+        for end in range(self.block_size, len(tokens), self.block_size):
+            block = self.registered.get(tuple(tokens[:end]))
+            if block is None:
+                break
+            found.append(block)
+        return found
+
+    def match(self, tokens: list[int]) -> int:
+        return len(self.cached_blocks(tokens)) * self.block_size
+
+    def start(self, seq, tokens: list[int]) -> int:
+        found = self.cached_blocks(tokens)
+        for block in found:
+            self.refs[block] += 1
+            if block in self.queue:
+                self.queue.remove(block)
+        n = len(found) * self.block_size
+        self.tables[seq], self.tokens[seq] = found, list(tokens[:n])
+        return n
+
+    def new_blocks(self, seq, T: int) -> int:
+        n = len(self.tokens.get(seq, [])) + T
+        return math.ceil(n / self.block_size) - len(self.tables.get(seq, []))
+
+    def append(self, seq, tokens: list[int]) -> bool:
+        """False, changing nothing, when the free queue is too short (OutOfBlocks)."""
+        more = self.new_blocks(seq, len(tokens))
+        if more > len(self.queue):
+            return False
+        taken, self.queue = self.queue[:more], self.queue[more:]
+        for block in taken:  # a taken block forgets what it cached
+            self.refs[block] = 1
+            self.registered = {p: b for p, b in self.registered.items() if b != block}
+        table = self.tables.setdefault(seq, [])
+        ids = self.tokens.setdefault(seq, [])
+        before = len(ids)
+        table += taken
+        ids += tokens
+        bs = self.block_size
+        for i in range(before // bs, len(ids) // bs):  # filled now: registered unless taken
+            self.registered.setdefault(tuple(ids[: (i + 1) * bs]), table[i])
+        return True
+
+    def free(self, seq) -> None:
+        for block in reversed(self.tables.pop(seq)):
+            self.refs[block] -= 1
+            if self.refs[block] == 0:
+                self.queue.append(block)
+        del self.tokens[seq]

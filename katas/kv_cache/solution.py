@@ -1,7 +1,7 @@
 """The KV-cache kata: your solution. Read katas/kv_cache/README.md first.
 
 Run the tests with `nox -s kv_cache` (or `pytest katas/kv_cache`); one level with
-`nox -s kv_cache -- -k "1_cache"` (then "2_generate", "3_paged").
+`nox -s kv_cache -- -k "1_cache"` (then "2_generate", "3_paged", "4_prefix").
 
 Every call is checked by the harness (README, "Rules every call follows"):
 - no argument is changed in place (tensors, lists);
@@ -232,3 +232,132 @@ def paged_attention(q, cache, seq_id):
     """
     # TODO(level 3): gather, repeat the kv heads, mask, softmax in float32.
     raise NotImplementedError("level 3: paged_attention is not implemented yet")
+
+
+# ----------------------------------------------------------------------------------------------
+# Level 4: automatic prefix caching
+
+
+class PrefixCache:
+    """One layer's paged cache whose full blocks are shared by sequences with equal prefixes.
+
+    Storage as PagedKVCache's: k_pool, v_pool of shape (num_blocks, n_kv_heads, block_size,
+    head_dim), the only tensors the cache holds; token t of a sequence lives at
+    (table[t // block_size], t % block_size). The rules (README, level 4), with bs = block_size:
+
+    - A full block's key is (the key of the block before it, its bs token ids): the whole prefix
+      up to its end. The append that fills a block registers it under its key, unless a block is
+      registered under that key already (that one stays; the new one stays private).
+    - Only full blocks are shared; a partial last block is its sequence's own. A block is never
+      written while another sequence holds it.
+    - The free queue holds blocks 0..num_blocks - 1 in order at first. append takes new blocks
+      from its FRONT (a taken block forgets its key); free puts each block whose ref count reaches
+      0 at its BACK, the sequence's last block first. A full block in the queue keeps its contents
+      and key until taken: match and start still find it. num_free_blocks is the queue's length,
+      cached blocks included.
+    - The cache keeps no reference to the lists it is given.
+
+    ValueError (naming the argument) when num_blocks, block_size, n_kv_heads or head_dim is not a
+    positive int, or when dtype is not a torch.dtype.
+    """
+
+    def __init__(
+        self, num_blocks, block_size, n_kv_heads, head_dim, dtype=torch.float32, device="cpu"
+    ):
+        # TODO(level 4): the pool, the free queue (collections.OrderedDict keeps an order and
+        # removes from the middle), ref counts, key -> block, and per-sequence tables.
+        raise NotImplementedError("level 4: PrefixCache is not implemented yet")
+
+    @property
+    def num_blocks(self) -> int:
+        """Blocks in the pool, free or held."""
+        # TODO(level 4): the pool's first dimension.
+        raise NotImplementedError("level 4: PrefixCache.num_blocks is not implemented yet")
+
+    @property
+    def num_free_blocks(self) -> int:
+        """Blocks in the free queue (no sequence holds them; cached ones included)."""
+        # TODO(level 4): the free queue's length.
+        raise NotImplementedError("level 4: PrefixCache.num_free_blocks is not implemented yet")
+
+    def block_table(self, seq_id) -> list:
+        """The physical blocks of `seq_id`, in order ([] for an unknown sequence); a new list on
+        every call."""
+        # TODO(level 4): a copy of the sequence's table.
+        raise NotImplementedError("level 4: PrefixCache.block_table is not implemented yet")
+
+    def length(self, seq_id) -> int:
+        """Tokens held for `seq_id` (0 for an unknown sequence)."""
+        # TODO(level 4): the sequence's length.
+        raise NotImplementedError("level 4: PrefixCache.length is not implemented yet")
+
+    def ref_count(self, block) -> int:
+        """How many sequences hold physical block `block` (0: it is free).
+
+        ValueError (naming block) unless block is an int in 0..num_blocks - 1.
+        """
+        # TODO(level 4): the block's count.
+        raise NotImplementedError("level 4: PrefixCache.ref_count is not implemented yet")
+
+    def match(self, tokens) -> int:
+        """How many leading tokens of `tokens` (a non-empty list of ints) sit in cached full blocks.
+
+        Block i (tokens[i * bs : (i + 1) * bs]) counts when a block is registered under its key;
+        the count stops at the first that is not. Never the block of the last token (always fed
+        to the model, for its logits): a multiple of bs, at most ((len(tokens) - 1) // bs) * bs.
+        Changes nothing, not even the free queue's order.
+
+        ValueError (naming tokens) when tokens is not a non-empty list of ints (bools excluded).
+        """
+        # TODO(level 4): walk the keys block by block while they are registered.
+        raise NotImplementedError("level 4: PrefixCache.match is not implemented yet")
+
+    def start(self, seq_id, tokens) -> int:
+        """A new sequence whose prompt is `tokens`; returns n, the tokens of its cached blocks.
+
+        The blocks match finds become its first blocks, in order: each one's ref count goes up by
+        1 and a free one leaves the free queue. Its length is n; the caller then appends
+        tokens[n:]. Nothing is written into the pool: the cost does not grow with n. Never
+        raises OutOfBlocks.
+
+        ValueError, before anything changes: seq_id exists (started or appended to, not freed
+        since; names seq_id); tokens not a non-empty list of ints (names tokens).
+        """
+        # TODO(level 4): take the cached blocks, no copying.
+        raise NotImplementedError("level 4: PrefixCache.start is not implemented yet")
+
+    def append(self, seq_id, tokens, k, v) -> None:
+        """Append T tokens to `seq_id` (an unknown id starts empty): their ids `tokens` (a list of
+        T ints) and k, v of shape [n_kv_heads, T, head_dim] in the pool's dtype.
+
+        In this order: check the arguments; count the new blocks needed (ceil((length + T) / bs)
+        minus the blocks held) and raise OutOfBlocks, changing nothing, when the free queue is
+        shorter; take them from the front of the free queue, in table order (each forgets its
+        key); write the tokens; register each block this append filled, first to last.
+
+        ValueError (naming k, v or tokens, and the expected shape), before anything changes, when
+        k or v is not [n_kv_heads, T, head_dim] with T >= 1, when their lengths differ, when
+        either is not in the pool's dtype, or when tokens is not a list of T ints.
+        """
+        # TODO(level 4): as level 3's append, then register the blocks that became full.
+        raise NotImplementedError("level 4: PrefixCache.append is not implemented yet")
+
+    def gather(self, seq_id):
+        """Everything held for `seq_id`, in order: k, v, each [n_kv_heads, length, head_dim],
+        read from the pool at the sequence's blocks.
+
+        ValueError (naming seq_id) for a sequence never started nor appended, or already freed.
+        """
+        # TODO(level 4): index the pool with the block table, then cut at the length.
+        raise NotImplementedError("level 4: PrefixCache.gather is not implemented yet")
+
+    def free(self, seq_id) -> None:
+        """Let go of every block of `seq_id` and forget the sequence (its id may be started again).
+
+        Each block's ref count goes down by 1; each that reaches 0 joins the back of the free
+        queue, from the sequence's last block to its first. A full one keeps its key and contents
+        until taken again; a partial one is found by nothing.
+        ValueError (naming seq_id) for a sequence never started nor appended, or already freed.
+        """
+        # TODO(level 4): lower the counts, last block first; queue those at 0.
+        raise NotImplementedError("level 4: PrefixCache.free is not implemented yet")

@@ -8,12 +8,14 @@ into it), and the memo then answers with the old model's tokens.
 CAUGHT_BY = ["test_generate_follows_weights_changed_in_place_between_calls"]
 EDITS = [
     (
+        "@torch.no_grad()\n"
         "def generate(model, prompt_ids, max_new_tokens):\n"
         '    """Greedy decoding: one call on the whole prompt, then one call per new token."""\n'
         "    _check_generate_args(model, prompt_ids, max_new_tokens)\n",
         "_DECODED = {}\n"
         "\n"
         "\n"
+        "@torch.no_grad()\n"
         "def generate(model, prompt_ids, max_new_tokens):\n"
         '    """Greedy decoding: one call on the whole prompt, then one call per new token."""\n'
         "    _check_generate_args(model, prompt_ids, max_new_tokens)\n"
@@ -24,6 +26,7 @@ EDITS = [
         "    return _DECODED[key].clone()\n"
         "\n"
         "\n"
+        "@torch.no_grad()\n"
         "def _generate(model, prompt_ids, max_new_tokens):\n",
     ),
 ]
