@@ -185,6 +185,20 @@ def simulate(session: nox.Session) -> None:
     run_tool(session, "katas.simulate", extra="sim")
 
 
+BENCHMARKS = ("serving", "speculative_decoding")  # katas/<kata>/benchmark.py
+
+
+@nox.session(default=False, tags=["tools"])
+def benchmark(session: nox.Session) -> None:
+    """Measure a kata's engine, report in results/: -- serving|speculative_decoding [options]."""
+    if not session.posargs or session.posargs[0] not in BENCHMARKS:
+        session.error(f"name the benchmark first: nox -s benchmark -- KATA (one of {BENCHMARKS})")
+    kata, *options = session.posargs
+    # models: transformers (the serving benchmark's baselines) and safetensors (the trained pair)
+    python = shared_python(session, "models")
+    session.run(python, "-m", f"katas.{kata}.benchmark", *options, external=True)
+
+
 @nox.session(default=False)
 def kernel_report(session: nox.Session) -> None:
     """What a kata's kernels would use on A100 and H100, compiled without a GPU (KATA [--impl])."""

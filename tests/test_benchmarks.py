@@ -9,6 +9,7 @@ shrunk so that each test takes seconds.
 from __future__ import annotations
 
 import dataclasses
+import sys
 
 import pytest
 import torch
@@ -19,9 +20,11 @@ pytest.importorskip("safetensors", reason="needs the `models` extra")
 from grading.judge.impl import load_impl  # noqa: E402
 from grading.model import greedy_generate_no_cache, make_model  # noqa: E402
 from grading.model.hf import save_checkpoint  # noqa: E402
+from grading.model.naive import Completion  # noqa: E402
 from grading.model.train import DRAFT, TARGET  # noqa: E402
 from grading.model.workload import held_out_prompts  # noqa: E402
 from katas.serving import benchmark as serving  # noqa: E402
+from katas.serving import latency  # noqa: E402
 from katas.speculative_decoding import benchmark as speculative  # noqa: E402
 
 
@@ -70,25 +73,72 @@ def test_speculative_benchmark_refuses_a_folder_without_models(tmp_path):
         speculative.main(["--models", str(tmp_path), "--out", str(tmp_path)])
 
 
-def test_serving_benchmark_gives_greedy_decodings_tokens(pair, tmp_path, monkeypatch):
+@pytest.fixture
+def tiny_serving(monkeypatch):
+    """The serving benchmark's mixture and workloads shrunk so that a run takes seconds."""
     monkeypatch.setattr(serving, "CPU_MODEL", {**serving.CPU_MODEL, "hidden_dim": 32})
     monkeypatch.setattr(serving, "CPU_WORKLOAD", {**serving.CPU_WORKLOAD, "scale": 0.03})
+
+
+def test_serving_benchmark_gives_greedy_decodings_tokens(pair, tmp_path, tiny_serving):
     impl = load_impl("serving", "reference")
-    results, mixture, trained = serving.measure(impl, 4, repeats=1, device="cpu", folder=pair)
+    results, mixture, shared, trained = serving.measure(
+        impl, 4, repeats=1, device="cpu", folder=pair
+    )
     sections = {r.variant.section for r in results}
-    assert sections == {"ladder", "switched off", "transformers", "trained pair"}, sections
+    assert sections == {"ladder", "switched off", "transformers", "shared prefix", "trained pair"}
+    served = {"trained pair": trained, "shared prefix": shared}
     for r in results:
-        served = trained if r.variant.section == "trained pair" else mixture
+        s = served.get(r.variant.section, mixture)
         expected = [
-            greedy(served.model, q.prompt, q.max_new_tokens)
-            for q in served.requests[: len(r.tokens)]
+            greedy(s.model, q.prompt, q.max_new_tokens) for q in s.requests[: len(r.tokens)]
         ]
         assert r.tokens == expected, f"{r.variant.name}: its tokens differ from greedy decoding's"
-    text = serving.report(results, mixture, trained, pair, "python -m ...", "cpu")
+        assert (r.latency is None) == (r.variant.section == "transformers"), r.variant.name
+    naive = next(r for r in results if r.variant == serving.NAIVE)
+    assert naive.latency.tpot == (1.0, 1.0), "naive_serve makes one token per step"
+    assert naive.latency.ttft[0] >= 1 and naive.latency.step_s > 0
+    text = serving.report(results, mixture, shared, trained, pair, "python -m ...", "cpu")
     for variant in serving.VARIANTS + serving.PAIR:
         assert f"| {variant.name} |" in text, f"{variant.name} is missing from the report"
+    assert text.count("| TTFT p50, steps |") == 3, "a latency table per workload"
+    assert "shared_prefix_workload(4, seed=0, n_prefixes=4, prefix_len=64" in text
     serving.plot(results, tmp_path / "serving_cpu.png", "cpu")
     assert (tmp_path / "serving_cpu.png").stat().st_size > 0
+
+
+def test_serving_benchmark_says_what_it_skips_without_transformers_and_matplotlib(
+    pair, tmp_path, tiny_serving, monkeypatch, capsys
+):
+    """Without the optional packages the benchmark still runs: a line for each thing skipped
+    (the transformers rows, the picture) instead of a ModuleNotFoundError, the tables first."""
+    monkeypatch.setitem(sys.modules, "transformers", None)  # `import transformers` now fails
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    argv = ["--models", str(pair), "--requests", "4", "--repeats", "1", "--out", str(tmp_path)]
+    assert serving.main(argv) == 0
+    out = capsys.readouterr().out
+    text = (tmp_path / "serving_cpu.md").read_text()
+    assert serving.NO_TRANSFORMERS in text and serving.NO_TRANSFORMERS in out
+    assert "transformers not installed" in text
+    assert not any(f"| {v.name} |" in text for v in serving.TRANSFORMERS), text
+    assert "| + grouped MoE: serve |" in text, "the engine's rows are still measured"
+    assert out.index("| naive_serve |") < out.index(serving.NO_MATPLOTLIB), "tables first"
+    assert not (tmp_path / "serving_cpu.png").exists()
+
+
+def test_latency_counts_the_step_that_made_the_first_token():
+    """TTFT = first_token - arrival + 1 steps; TPOT = (finished - first_token) / (n - 1)."""
+    done = [
+        Completion(0, [1, 2, 3, 4, 5], arrival=2, first_token=2, finished=6),  # served at once
+        Completion(1, [7], arrival=0, first_token=9, finished=9),  # one token: no TPOT
+        Completion(2, [1, 2, 3], arrival=1, first_token=4, finished=5),  # speculation: 2 in 1
+    ]
+    assert [latency.ttft_steps(c) for c in done] == [1, 10, 4]
+    assert [latency.tpot_steps(c) for c in done] == [1.0, None, 0.5]
+    got = latency.latency(done, step_s=0.01)
+    assert got.ttft == (4, pytest.approx(9.88)) and got.tpot == (0.75, pytest.approx(0.995))
+    assert got.seconds(got.ttft[0]) == pytest.approx(0.04)
+    assert latency.percentile([3, 1, 2], 50) == 2 and latency.percentile([5], 99) == 5
 
 
 def test_reports_name_the_repositorys_files_relative_to_it(tmp_path):

@@ -9,6 +9,7 @@ from grading.devices import REHEARSAL, float_dtypes
 from grading.judge.rehearsal import Tally, Work
 from grading.judge.tolerance import assert_close, assert_error_within
 from grading.model import SequenceCache, greedy_generate_no_cache, make_model
+from grading.model.workload import shared_prefix_workload
 
 
 class ConcatCache:
@@ -167,6 +168,58 @@ def test_forward_batch_rejects_bad_rows():
             model.forward_batch(rows, caches)
         assert c.seq_len == 0, f"{what}: a refused call must leave the cache alone"
     assert model.batch_log == []
+
+
+def test_a_packed_row_that_is_empty_or_runs_past_the_end_asks_about_cropping():
+    """An empty row, or one past the context, is what an engine that did not crop its cache (or
+    its row's start) back after a rejection or a rollback feeds: the message says so, as
+    `forward`'s does for an empty input."""
+    model = make_model(0, torch.float32, max_seq_len=8)
+    attention = lambda layer, q, k, v: q  # never reached: the rows are refused first
+    hint = "cropped back after a rejection or a rollback?"
+    with pytest.raises(ValueError, match="empty row") as empty:
+        model.forward_packed([torch.tensor([], dtype=torch.long)], [5], attention)
+    with pytest.raises(ValueError, match=r"rows\[1\]: positions 7\.\.9 must lie in 0\.\.7") as past:
+        model.forward_packed([torch.tensor([1]), torch.tensor([1, 2, 3])], [0, 7], attention)
+    for refused in (empty, past):
+        assert hint in str(refused.value), str(refused.value)
+    with pytest.raises(ValueError, match="cropped back"):
+        model(torch.zeros((1, 0), dtype=torch.long), SequenceCache(model.config))
+    assert model.batch_log == []
+
+
+def test_the_shared_prefix_workload_shares_its_prefixes_and_nothing_else():
+    """4 distinct system prompts of 64 tokens, used in turn; every tail its own, 4 to 16 tokens;
+    Poisson arrivals in order; the same workload from the same seed."""
+    requests = shared_prefix_workload(
+        48, n_prefixes=4, prefix_len=64, tail=(4, 16), rate=2.0, vocab_size=256, seed=0
+    )
+    assert [r.id for r in requests] == list(range(48))
+    prefixes = [tuple(r.prompt[:64]) for r in requests]
+    tails = [tuple(r.prompt[64:]) for r in requests]
+    assert len(set(prefixes)) == 4, "4 distinct prefixes"
+    assert all(prefixes[i] == prefixes[i % 4] for i in range(48)), "each prefix in turn"
+    assert all(4 <= len(t) <= 16 for t in tails) and len(set(tails)) == 48, "tails of their own"
+    assert len({len(t) for t in tails}) > 1, "tail lengths vary"
+    arrivals = [r.arrival for r in requests]
+    assert arrivals == sorted(arrivals) and arrivals[-1] > 0
+    assert all(1 <= r.max_new_tokens <= 256 - len(r.prompt) + 1 for r in requests)
+    assert all(0 <= t < 256 for r in requests for t in r.prompt)
+    again = shared_prefix_workload(
+        48, n_prefixes=4, prefix_len=64, tail=(4, 16), rate=2.0, vocab_size=256, seed=0
+    )
+    assert again == requests, "the same seed gives the same workload"
+    other = shared_prefix_workload(48, rate=2.0, vocab_size=256, seed=1)
+    assert other != requests
+    # A vocabulary of 2 holds only 2 distinct one-token prefixes, and 2 + 4 distinct short tails.
+    tight = shared_prefix_workload(6, n_prefixes=2, prefix_len=1, tail=(1, 2), rate=1.0,
+                                   vocab_size=2)  # fmt: skip
+    assert len({tuple(r.prompt[:1]) for r in tight}) == 2
+    assert len({tuple(r.prompt[1:]) for r in tight}) == 6
+    with pytest.raises(ValueError, match="vocab_size"):
+        shared_prefix_workload(7, n_prefixes=2, prefix_len=1, tail=(1, 2), rate=1.0, vocab_size=2)
+    with pytest.raises(ValueError, match="tail"):
+        shared_prefix_workload(4, prefix_len=250, tail=(4, 16), rate=1.0, max_seq_len=256)
 
 
 def test_the_mixture_variant_routes_each_token_to_top_k_experts():

@@ -288,9 +288,18 @@ class TinyLlama(nn.Module):
             if not isinstance(row, torch.Tensor) or row.dim() != 1 or row.dtype != torch.long:
                 raise ValueError(f"rows[{b}]: expected a LongTensor [T], got {row!r:.60}")
             if row.numel() < 1 or start + row.numel() > self.config.max_seq_len:
+                why = (
+                    "an empty row, nothing to run: usually a slice of the tokens not read yet, "
+                    "such as tokens[cached:], came out empty because the cache counts more "
+                    "tokens than the sequence holds"
+                    if row.numel() < 1
+                    else "past the end of the model's context: either the sequence is longer "
+                    "than the context, or the row starts later than it should"
+                )
                 raise ValueError(
                     f"rows[{b}]: positions {start}..{start + row.numel() - 1} must lie in "
-                    f"0..{self.config.max_seq_len - 1}"
+                    f"0..{self.config.max_seq_len - 1}: {why}. Was the cache (or the row's "
+                    "start) cropped back after a rejection or a rollback?"
                 )
         lengths = [row.numel() for row in rows]
         ids = torch.cat(list(rows))  # (N,) every row's tokens back to back

@@ -1,5 +1,6 @@
 """What each technique of the serving engine buys, and where it stands against transformers.
 
+    nox -s benchmark -- serving                             # the same, its packages installed
     python -m katas.serving.benchmark                       # the reference engine, on the CPU
     python -m katas.serving.benchmark --impl solution       # your katas/serving/solution.py
     python -m katas.serving.benchmark --impl path/to/file.py --requests 200 --repeats 3
@@ -21,6 +22,11 @@ The mixture: the shipped mixture-of-experts model, random weights, random prompt
   static or a dynamic KV cache) and its continuous batching (`generate_batch`), where the
   installed version has it. Both serve the whole workload as if every request were waiting
   from the start: they ignore arrivals, which favours them.
+
+The mixture again on a shared-prefix workload (`shared_prefix_workload`: arrivals and output
+lengths drawn as above, each prompt one of 4 system prompts of 64 tokens and a tail of 4-16 of
+its own): naive_serve and the engine variants, no transformers. The engine has no prefix caching
+yet; this is the workload where such an option will be measured.
 
 The trained pair (`python -m grading.model.train`, --models): speculative decoding pays only when
 the draft usually guesses the target's next token, which no random draft does. So it is measured on
@@ -45,14 +51,24 @@ most blocks the rows of one target call need at once (a row at `start` feeding T
 ceil((start + T) / block_size) blocks), read from `model.batch_log`, times the bytes of a block
 in the target's and the draft's layers. The draft's acceptance rate comes from the same logs.
 
+Latency beside throughput, for every variant on the step clock (naive_serve and the engine; not
+transformers, which ignore arrivals and keep no clock): time to first token and time per output
+token, p50 and p99 over the requests of the counted run, in steps and in seconds (steps x the
+run's seconds per step); `katas/serving/latency.py` defines them.
+
+Optional packages: without transformers the transformers rows are skipped, without matplotlib
+the picture; each says so in a line. The tables are printed before the picture is drawn.
+
 Writes `serving_<device>.md` (the tables, the command, the machine) and `serving_<device>.png`
-(the ratios, log scale) into --out.
+(the ratios and the latencies) into --out.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
+import importlib
 import json
 import math
 import os
@@ -75,7 +91,8 @@ from grading.model import TinyLlama, from_pretrained, make_model
 from grading.model.baselines import as_transformers, transformers_continuous, transformers_static
 from grading.model.naive import naive_serve
 from grading.model.train import SHIPPED
-from grading.model.workload import held_out_prompts, poisson_workload
+from grading.model.workload import held_out_prompts, poisson_workload, shared_prefix_workload
+from katas.serving.latency import DEFINITIONS, P99, Latency, draw, latency, table
 
 # The shipped models: float32 on the CPU; on a GPU, bfloat16 and about 0.45 B parameters.
 CPU_MODEL = dict(
@@ -91,6 +108,9 @@ GPU_MODEL = dict(
 # answers finish in small ones, as in real traffic.
 CPU_WORKLOAD = dict(rate=2.0, scale=0.1)
 GPU_WORKLOAD = dict(rate=2.0, scale=0.25)
+# A chat service with a few system prompts: arrivals and output lengths drawn as in the workload
+# above, each prompt one of 4 prefixes of 64 tokens and a short tail of its own.
+SHARED_PREFIX = dict(n_prefixes=4, prefix_len=64, tail=(4, 16))
 SEED = 0
 MAX_BATCH = 32
 K = 4  # draft tokens per round on the trained pair
@@ -139,6 +159,11 @@ class Variant:
         """Serves one request at a time: run on the first ALONE_REQUESTS requests only."""
         return self.runner == "naive" or self.batch == 1
 
+    @property
+    def clocked(self) -> bool:
+        """Serves on the step clock (naive_serve and the engine), so its latency is known."""
+        return self.runner in ("naive", "engine")
+
 
 NAIVE = Variant("naive_serve", "ladder", runner="naive")
 NO_DRAFT = Variant("+ grouped MoE: serve", "ladder")
@@ -154,6 +179,7 @@ TRANSFORMERS = [
     Variant("transformers generate, dynamic cache", "transformers", runner="dynamic"),
     Variant("transformers generate_batch (continuous)", "transformers", runner="continuous"),
 ]
+SHARED = [dataclasses.replace(v, section="shared prefix") for v in VARIANTS]
 PAIR_NAIVE = Variant("naive_serve", "trained pair", runner="naive")
 PAIR_SERVE = Variant("serve", "trained pair")
 PAIR = [
@@ -171,21 +197,28 @@ def models(variant: Variant, model: TinyLlama, draft: TinyLlama | None):
     return wrap(model), wrap(draft) if variant.speculative else None
 
 
+def clocked(impl, variant: Variant, target, draft=None, k: int = K):
+    """requests -> their Completions on the step clock, as `variant` serves them with
+    `models(variant, ...)`: naive_serve or the engine (transformers keeps no clock)."""
+    if variant.runner == "naive":
+        return lambda requests: naive_serve(target, requests)
+    options = dict(max_batch_size=variant.batch)
+    if draft is not None:
+        options.update(draft=draft, k=k)
+    return lambda requests: impl.serve(target, requests, **options)
+
+
 def server(impl, variant: Variant, target, draft=None, hf=None, k: int = K):
     """requests -> each request's new tokens, as `variant` serves them with `models(variant,
     ...)` (or, for transformers' variants, with `hf`, the model as transformers runs it)."""
-    if variant.runner == "naive":
-        return lambda requests: [c.tokens for c in naive_serve(target, requests)]
     if variant.runner in ("static", "dynamic"):
         return lambda requests: transformers_static(
             hf, requests, variant.batch, cache=variant.runner
         )
     if variant.runner == "continuous":
         return lambda requests: transformers_continuous(hf, requests, variant.batch)
-    options = dict(max_batch_size=variant.batch)
-    if draft is not None:
-        options.update(draft=draft, k=k)
-    return lambda requests: [c.tokens for c in impl.serve(target, requests, **options)]
+    serve = clocked(impl, variant, target, draft, k)
+    return lambda requests: [c.tokens for c in serve(requests)]
 
 
 def shipped(
@@ -216,6 +249,20 @@ def shipped(
         **{**load, **({} if scale is None else {"scale": scale})},
     )
     return model, [impl.Request(s.id, s.prompt, s.max_new_tokens, s.arrival) for s in specs]
+
+
+def shared_prefix(model: TinyLlama, n_requests: int, impl, large: bool) -> list:
+    """Requests for `model` whose prompts share one of a few system prompts (`SHARED_PREFIX`),
+    arriving and answered at `shipped`'s rate and lengths, as `impl.Request`s."""
+    specs = shared_prefix_workload(
+        n_requests,
+        seed=SEED,
+        vocab_size=model.config.vocab_size,
+        max_seq_len=model.config.max_seq_len,
+        **SHARED_PREFIX,
+        **(GPU_WORKLOAD if large else CPU_WORKLOAD),
+    )
+    return [impl.Request(s.id, s.prompt, s.max_new_tokens, s.arrival) for s in specs]
 
 
 def trained_pair(folder: Path, device, n_requests: int, impl) -> tuple[TinyLlama, TinyLlama, list]:
@@ -272,9 +319,9 @@ def peak_blocks(log, block_size: int) -> int:
 
 
 def count(serve, requests: list, target, draft, block_size: int = 16) -> tuple[list, Counts]:
-    """Serve `requests` once with `serve` under the FLOP counter: (tokens, counts). `target` and
-    `draft` (or None) are the models it calls; a target that logs no packed call (naive_serve)
-    holds no cache."""
+    """Serve `requests` once with `serve` under the FLOP counter: (what `serve` returned, each
+    request's tokens or Completion; counts). `target` and `draft` (or None) are the models it
+    calls; a target that logs no packed call (naive_serve) holds no cache."""
     logged = [m for m in (target, draft) if m is not None]
     calls = [len(m.calls) for m in logged]
     logs = [len(m.batch_log) for m in logged]
@@ -347,6 +394,7 @@ class Result:
     tokens_per_s: float
     counts: Counts
     tokens: list[list[int]]  # each request's new tokens
+    latency: Latency | None = None  # None: no step clock (transformers)
 
 
 @dataclass
@@ -365,16 +413,16 @@ def run_all(impl, plan: list[tuple[Variant, Served]], repeats: int, device: str)
     runs = []
     for variant, served in plan:
         subset = served.requests[:ALONE_REQUESTS] if variant.alone else served.requests
-        if variant.section == "transformers":
+        if variant.clocked:  # out: each request's Completion
+            target, proposer = models(variant, served.model, served.draft)
+            serve = clocked(impl, variant, target, proposer)
+            out, counts = count(serve, subset, target, proposer)
+        else:  # out: each request's tokens
             serve = server(impl, variant, None, hf=served.hf)
-            tokens, counts = count_transformers(
+            out, counts = count_transformers(
                 serve, subset, served.hf, threaded=variant.runner == "continuous"
             )
-        else:
-            target, proposer = models(variant, served.model, served.draft)
-            serve = server(impl, variant, target, proposer)
-            tokens, counts = count(serve, subset, target, proposer)
-        runs.append((variant, serve, subset, counts, tokens, []))
+        runs.append((variant, serve, subset, counts, out, []))
         name = f"{variant.section}: {variant.name}"
         print(f"counted {name:58} {len(subset):4} requests", flush=True)
     for i in range(repeats):
@@ -385,10 +433,15 @@ def run_all(impl, plan: list[tuple[Variant, Served]], repeats: int, device: str)
                 f"{times[-1]:7.2f} s {counts.generated / times[-1]:9.1f} tokens/s",
                 flush=True,
             )
-    return [
-        Result(variant, counts.generated / statistics.median(times), counts, tokens)
-        for variant, _, _, counts, tokens, times in runs
-    ]
+    results = []
+    for variant, _, _, counts, out, times in runs:
+        median = statistics.median(times)
+        tokens, lat = out, None
+        if variant.clocked:  # seconds per step: one target call per step that runs anything
+            tokens = [list(c.tokens) for c in out]
+            lat = latency(out, median / counts.target_calls)
+        results.append(Result(variant, counts.generated / median, counts, tokens, lat))
+    return results
 
 
 # ----------------------------------------------------------------------------------------------
@@ -445,26 +498,53 @@ def describe(model: TinyLlama) -> str:
     )
 
 
-def workload_line(requests, load: dict) -> str:
-    """The poisson_workload call that made `requests` (with `load`), and their mean lengths."""
+def workload_line(requests, load: dict, name: str = "poisson_workload") -> str:
+    """The `name` call that made `requests` (with `load`), and their mean lengths."""
     n_prompt = sum(len(r.prompt) for r in requests) / len(requests)
     n_new = sum(r.max_new_tokens for r in requests) / len(requests)
     return (
-        f"`poisson_workload({len(requests)}, seed={SEED}, "
+        f"`{name}({len(requests)}, seed={SEED}, "
         + ", ".join(f"{k}={v}" for k, v in load.items())
         + f")`: prompts of {n_prompt:.1f} tokens and outputs of {n_new:.1f} on average, "
         f"max_batch_size {MAX_BATCH}"
     )
 
 
-def transformers_version() -> str:
+def installed(name: str) -> bool:
+    """Whether the optional package `name` can be imported."""
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        return False
+    return True
+
+
+NO_TRANSFORMERS = (
+    "transformers is not installed: the transformers rows are skipped (install it with "
+    "`pip install -e '.[models]'`, or run `nox -s benchmark -- serving`, which does)."
+)
+NO_MATPLOTLIB = (
+    "matplotlib is not installed: no picture (install it with `pip install matplotlib`, or run "
+    "`nox -s benchmark -- serving`, which does)."
+)
+
+
+def transformers_version() -> str | None:
+    """The installed transformers' version; None where it is not installed."""
+    if not installed("transformers"):
+        return None
     import transformers
 
     return transformers.__version__
 
 
-def report(results: list[Result], mixture: Served, pair: Served, folder: Path, command: str,
-           device: str) -> str:  # fmt: skip
+def latency_rows(rows: list[Result]) -> list[str]:
+    """The latency table of `rows` (`katas/serving/latency.py`)."""
+    return table([(r.variant.name, len(r.tokens), r.tokens_per_s, r.latency) for r in rows])
+
+
+def report(results: list[Result], mixture: Served, shared: Served, pair: Served, folder: Path,
+           command: str, device: str, took: float | None = None) -> str:  # fmt: skip
     by = {r.variant: r for r in results}
     section = {s: [r for r in results if r.variant.section == s] for s in
                ("ladder", "switched off", "transformers", "trained pair")}  # fmt: skip
@@ -474,30 +554,39 @@ def report(results: list[Result], mixture: Served, pair: Served, folder: Path, c
     context = min(pair.model.config.max_seq_len, pair.draft.config.max_seq_len)
     pair_load = {**CPU_WORKLOAD, "max_seq_len": context}
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    if took is not None:
+        stamp += f", measured in {int(took // 60)} min {took % 60:.0f} s"
     agreement = folder / "agreement.json"
     trained = ""
     if agreement.is_file():
         rate = json.loads(agreement.read_text())["greedy_agreement"]
         trained = f"; their greedy agreement on held-out source is {rate:.1%} (agreement.json)"
+    version = transformers_version()
     against = [
         f"`serve` / {r.variant.name}: {plain.tokens_per_s / r.tokens_per_s:.2f}× the tokens/s."
         for r in section["transformers"]
     ]
     missing = [v.name for v in TRANSFORMERS if v not in by]
-    if missing:
+    if missing and version is not None:
         against.append(f"Not in this version of transformers: {', '.join(missing)}.")
+    baselines = [*table_rows(section["transformers"], naive, plain), "", *against]
     accepted = [
         f"Draft acceptance, {r.variant.name}: {acceptance(r.counts):.1%} of proposed tokens kept, "
         f"{r.counts.generated / r.counts.target_rows:.2f} tokens per verified row."
         for r in section["trained pair"]
         if r.variant.speculative
     ]
+    prefixed = [by[v] for v in SHARED]
+    prefix_call = workload_line(
+        shared.requests, {**SHARED_PREFIX, **load}, name="shared_prefix_workload"
+    )
     lines = [
         f"# Serving ablation ({device})",
         "",
         f"`{command}`, {stamp}.",
         "",
-        f"Machine: {machine_summary(device)}; transformers {transformers_version()}.",
+        f"Machine: {machine_summary(device)}; "
+        + (f"transformers {version}." if version else "transformers not installed."),
         "",
         "## The mixture",
         "",
@@ -531,9 +620,28 @@ def report(results: list[Result], mixture: Served, pair: Served, folder: Path, c
         "padding and finished rows included. generate_batch runs in a thread of its own, which "
         "the FLOP counter does not see.",
         "",
-        *table_rows(section["transformers"], naive, plain),
+        *(baselines if version else [NO_TRANSFORMERS]),
         "",
-        *against,
+        "### Latency",
+        "",
+        "Time to first token (TTFT) and time per output token (TPOT), p50 and p99 over the "
+        "requests, in steps of the batching clock and in seconds (definitions below the last "
+        "table).",
+        "",
+        *latency_rows([by[v] for v in VARIANTS] + section["transformers"]),
+        "",
+        "## The mixture on a shared-prefix workload",
+        "",
+        f"Workload: {prefix_call}: arrivals and output lengths drawn as in the workload above "
+        f"(the same rate and distributions, other draws), each prompt one of "
+        f"{SHARED_PREFIX['n_prefixes']} system prompts of {SHARED_PREFIX['prefix_len']} tokens "
+        "and a tail of its own. The engine has no prefix caching yet and prefills every prompt "
+        "whole: this is the workload where a prefix-caching option will be measured, against "
+        "these rows. Same tokens: against `serve` on this workload.",
+        "",
+        *table_rows(prefixed, prefixed[0], by[SHARED[3]]),
+        "",
+        *latency_rows(prefixed),
         "",
         "## Speculative decoding: the trained pair",
         "",
@@ -554,6 +662,8 @@ def report(results: list[Result], mixture: Served, pair: Served, folder: Path, c
         f"Speculation at batch 32: {full.tokens_per_s / by[PAIR_SERVE].tokens_per_s:.2f}× the "
         "tokens/s of `serve` without the draft.",
         "",
+        *latency_rows(section["trained pair"]),
+        "",
         "tokens/s: generated tokens over the median wall-clock time of the runs. Counts come from "
         "one more, untimed run, per generated token. GFLOP: target and draft, as "
         "`torch.utils.flop_counter` counts them (matrix products and attention). Peak KV in use: "
@@ -562,60 +672,102 @@ def report(results: list[Result], mixture: Served, pair: Served, folder: Path, c
         "(greedy decoding everywhere; dense experts and transformers sum in another order, so a "
         "rare near-tie may flip).",
         "",
+        DEFINITIONS
+        + (
+            f" The rows that serve one request at a time see a queue of {len(naive.tokens)} "
+            f"requests, not {len(plain.tokens)}: their TTFT is not comparable with the other "
+            "rows' (their TPOT is)."
+            if len(naive.tokens) < len(plain.tokens)
+            else ""
+        )
+        + " transformers ignores arrivals and keeps no step clock: no latency.",
+        "",
     ]
     return "\n".join(lines)
 
 
+COLOURS = {"ladder": "tab:blue", "switched off": "tab:orange", "transformers": "tab:green",
+           "shared prefix": "tab:cyan", "trained pair": "tab:purple"}  # fmt: skip
+PANELS = [  # the picture's columns: (title, the sections in it)
+    ("the mixture", ("ladder", "switched off", "transformers")),
+    ("the mixture, shared prefixes", ("shared prefix",)),
+    ("the trained pair", ("trained pair",)),
+]
+
+
 def plot(results: list[Result], path: Path, device: str) -> None:
+    """One picture: per workload, tokens/s ÷ naive_serve's above TTFT and TPOT (p50, p99)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-    colours = {"ladder": "tab:blue", "switched off": "tab:orange", "transformers": "tab:green",
-               "trained pair": "tab:purple"}  # fmt: skip
-    panels = [
-        ("the mixture", [r for r in results if r.variant.section != "trained pair"]),
-        ("the trained pair", [r for r in results if r.variant.section == "trained pair"]),
-    ]
-    fig, axes = plt.subplots(1, 2, figsize=(13, 5), width_ratios=[len(p[1]) for p in panels])
-    for ax, (title, rows) in zip(axes, panels, strict=True):
-        naive = rows[0].tokens_per_s
-        ratios = [r.tokens_per_s / naive for r in rows]
-        bars = ax.bar(range(len(rows)), ratios, color=[colours[r.variant.section] for r in rows])
-        ax.bar_label(bars, labels=[f"{x:.1f}×" for x in ratios], fontsize=8)
+    columns = [(title, [r for r in results if r.variant.section in sections])
+               for title, sections in PANELS]  # fmt: skip
+    columns = [(title, rows) for title, rows in columns if rows]
+    fig, axes = plt.subplots(
+        3, len(columns), figsize=(16, 12), sharex="col", squeeze=False,
+        width_ratios=[len(rows) for _, rows in columns],
+    )  # fmt: skip
+    for c, (title, rows) in enumerate(columns):
+        x = range(len(rows))
+        colours = [COLOURS[r.variant.section] for r in rows]
+        ax = axes[0][c]
+        ratios = [r.tokens_per_s / rows[0].tokens_per_s for r in rows]
+        bars = ax.bar(x, ratios, color=colours)
+        ax.bar_label(bars, labels=[f"{v:.1f}×" for v in ratios], fontsize=8)
         ax.set_yscale("log")
         ax.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
         ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}×"))
         ax.yaxis.set_minor_formatter(NullFormatter())
         ax.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
-        names = [r.variant.name for r in rows]
-        ax.set_xticks(range(len(rows)), names, rotation=25, ha="right", fontsize=7)
         ax.set_title(f"{title}: tokens/s ÷ its naive_serve's", fontsize=9)
-    fig.suptitle(f"Serving on the {device}: blue adds one technique at a time, orange switches "
-                 "one off, green is transformers, purple speculates", fontsize=9)  # fmt: skip
+        draw(axes[1][c], [r.latency for r in rows], "ttft", colours)
+        draw(axes[2][c], [r.latency for r in rows], "tpot", colours)
+        axes[2][c].set_xticks(x, [r.variant.name for r in rows], rotation=25, ha="right",
+                              fontsize=7)  # fmt: skip
+    axes[1][0].legend(
+        handles=[Patch(color="grey", label="p50"), Patch(color="grey", label="p99", **P99)],
+        fontsize=8,
+        loc="upper right",
+    )
+    fig.suptitle(
+        f"Serving on the {device}: tokens/s (top), time to first token (middle) and time per "
+        "output token (bottom; steps × the run's seconds per step). Blue adds one technique at "
+        "a time, orange switches one off, green is transformers, cyan the shared-prefix "
+        "workload, purple speculates", fontsize=9, wrap=True,
+    )  # fmt: skip
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
 def measure(impl, n_requests: int, repeats: int, device: str, folder: Path):
-    """Every variant on its model, counted and timed: (results, the mixture, the pair)."""
-    from transformers.utils import logging as hf_logging
+    """Every variant on its model, counted and timed: (results, the mixture, the mixture on the
+    shared-prefix workload, the pair). Without transformers, its rows are skipped."""
+    with_transformers = installed("transformers")
+    if with_transformers:
+        from transformers.utils import logging as hf_logging
 
-    hf_logging.set_verbosity_error()  # the checkpoint's conversion prints a progress bar
-    hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()  # the checkpoint's conversion prints a progress bar
+        hf_logging.disable_progress_bar()
+    else:
+        print(NO_TRANSFORMERS, flush=True)
     pair = Served(*trained_pair(folder, device, n_requests, impl))
     model, requests = shipped(device, n_requests, impl)
-    mixture = Served(model, None, requests, as_transformers(model))
+    mixture = Served(model, None, requests, as_transformers(model) if with_transformers else None)
+    shared = Served(model, None, shared_prefix(model, n_requests, impl, device != "cpu"))
     plan = [(v, mixture) for v in VARIANTS]
-    plan += [(v, mixture) for v in TRANSFORMERS if v.runner != "continuous"]
-    if hasattr(mixture.hf, "generate_batch"):  # transformers 5 and later
-        plan.append((TRANSFORMERS[-1], mixture))
+    if with_transformers:
+        plan += [(v, mixture) for v in TRANSFORMERS if v.runner != "continuous"]
+        if hasattr(mixture.hf, "generate_batch"):  # transformers 5 and later
+            plan.append((TRANSFORMERS[-1], mixture))
+    plan += [(v, shared) for v in SHARED]
     plan += [(v, pair) for v in PAIR]
     with torch.no_grad():
-        return run_all(impl, plan, repeats, device), mixture, pair
+        return run_all(impl, plan, repeats, device), mixture, shared, pair
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -642,22 +794,36 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("--requests and --repeats must be >= 1")
     if args.device == "cpu":
         torch.set_num_threads(1)  # one core, every variant alike
+    began = time.perf_counter()
     try:
         impl = load_impl("serving", args.impl)
-        results, mixture, pair = measure(
+        results, mixture, shared, pair = measure(
             impl, args.requests, args.repeats, args.device, args.models
         )
     except (ImplError, ValueError) as exc:
         raise SystemExit(str(exc)) from None
+    except ModuleNotFoundError as exc:
+        if exc.name != "safetensors":
+            raise
+        raise SystemExit(
+            "the trained pair's checkpoints need safetensors: install it with "
+            "`pip install -e '.[models]'`, or run `nox -s benchmark -- serving`, which does"
+        ) from None
     command = "python -m katas.serving.benchmark " + " ".join(
         sys.argv[1:] if argv is None else argv
     )
-    text = report(results, mixture, pair, args.models, command.strip(), args.device)
+    took = time.perf_counter() - began
+    text = report(results, mixture, shared, pair, args.models, command.strip(), args.device, took)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"serving_{args.device}.md").write_text(text)
-    plot(results, args.out / f"serving_{args.device}.png", args.device)
+    written = args.out / f"serving_{args.device}.md"
+    written.write_text(text)
     print(text)
-    print(f"written to {args.out / f'serving_{args.device}.md'} and .png")
+    print(f"written to {written}", flush=True)
+    if not installed("matplotlib"):
+        print(NO_MATPLOTLIB)
+        return 0
+    plot(results, args.out / f"serving_{args.device}.png", args.device)
+    print(f"picture: {args.out / f'serving_{args.device}.png'}")
     return 0
 
 

@@ -167,8 +167,10 @@ def check_completions(completions, specs: list[WorkloadRequest]) -> None:
             f"{spec.max_new_tokens}): tokens differ from naive_serve's\n expected {want}\n"
             f" got      {list(got.tokens)}\nUsually: keys written to the wrong block or offset, a "
             "block handed to two sequences, RoPE at the wrong position, a row attending to "
-            "another row's keys, tokens routed to the wrong experts, or a rollback that kept a "
-            "rejected proposal's keys"
+            "another row's keys, a query head reading the wrong key/value head (under "
+            "grouped-query attention query head h reads kv head h // (n_heads // n_kv_heads); "
+            "h % n_kv_heads is the usual slip), tokens routed to the wrong experts, or a rollback "
+            "that kept a rejected proposal's keys"
         )
         assert got.arrival == spec.arrival, f"request {spec.id}: arrival should be {spec.arrival}"
         assert spec.arrival <= got.first_token <= got.finished, (
