@@ -86,6 +86,13 @@ def test_the_source_check_refuses_the_katas_own_reference_only(tmp_path):
         "while grading; the kata's file must do the work itself"
     ]
     assert check_source(path, "serving") == [] and check_source(path) == []
+    through = tmp_path / "through.py"  # another kata's reference imports this kata's
+    through.write_text("import reference.speculative_decoding\n\nOWN = reference.kv_cache\n")
+    assert check_source(through, "kv_cache") == [
+        "through.py:3: `reference.kv_cache` reaches `reference.kv_cache`, this kata's own "
+        "reference, which is not there while grading; the kata's file must do the work itself"
+    ]
+    assert check_source(through, "moe") == []
 
 
 def test_the_source_check_allows_the_model_and_naive_server_not_the_tools_beside_them(tmp_path):
@@ -103,6 +110,9 @@ def test_the_source_check_allows_the_model_and_naive_server_not_the_tools_beside
         "import grading.model.hf", "from grading.model.train import stdlib_source",
         "from grading.model import baselines", "from grading.model.workload import main",
         "from grading.judge import tolerance", "import grading.grade.sandbox",
+        "import grading.model\nx = grading.learner.tools", "import grading.model as m\nm.hf",
+        "import torch\nmode = torch.overrides.TorchFunctionMode",
+        "import katas.moe.solution\nkatas.conftest", "from katas import simulate",
     ):  # fmt: skip
         refused = tmp_path / "refused.py"
         refused.write_text(line + "\n")

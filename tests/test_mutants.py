@@ -29,7 +29,7 @@ MINIMUM = {
     "context_extension": 43,
     "efficient_attention": 63,
     "flash_attention": 48,
-    "kv_cache": 64,
+    "kv_cache": 70,
     "moe": 53,
     "speculative_decoding": 55,
     "serving": 39,

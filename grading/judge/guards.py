@@ -142,10 +142,16 @@ class Guard:
         self.wrappers.append(wrapper)
 
     def caller_changes(self, values: tuple) -> None:
-        """The test itself changes these tensors (and every view of their memory) or modules
-        after the calls it gave them to: leave them out of the check at the test's end."""
+        """The test itself changes these tensors (and every view of their memory), modules or
+        lists after the calls it gave them to: leave them out of the check at the test's end."""
         addresses = {storage_address(v) for v in values if isinstance(v, torch.Tensor)}
         modules = {id(v) for v in values if isinstance(v, torch.nn.Module)}
+        lists = {id(v) for v in values if isinstance(v, (list, dict))}
+        self.plain = [
+            (qualname, [(name, value, before) for name, value, before in plain
+                        if id(value) not in lists])
+            for qualname, plain in self.plain
+        ]  # fmt: skip
         for key, entry in list(self.later.items()):
             if storage_address(entry[2]) in addresses:
                 del self.later[key]
@@ -439,7 +445,7 @@ def guard_module(
 
 def caller_changes(fn, *values: Any) -> None:
     """For a test that changes, after the calls it gave them to, its own tensors (a caller
-    reusing its buffers) or modules: the guard of `fn` (any guarded function or method of the
+    reusing its buffers), modules or lists: the guard of `fn` (any guarded function or method of the
     implementation) leaves them, and every view of their memory, out of its check at the test's
     end. A test calls it right before it makes the change."""
     fn.__guard__.caller_changes(values)

@@ -15,6 +15,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from grading.judge.impl import kata_names
+
 # Modules a solution may import, with their submodules. The repository's own packages are there
 # for the parts a kata builds on: `katas.<kata>.solution`, `reference.<kata>`, and the harness's
 # shared pieces (the model, the naive server, where code runs) the READMEs point to.
@@ -36,8 +38,15 @@ REFUSED_MODULES = frozenset(
         # training read files, the baseline runs transformers.
         "grading.model.hf", "grading.model.train", "grading.model.baselines",
         "grading.model.workload", "grading.model.checkpoints",
+        # typing's evaluation of string annotations is `eval` by another name.
+        "typing.get_type_hints", "typing.ForwardRef", "typing.evaluate_forward_ref",
     }
 )  # fmt: skip
+# The repository's packages, wherever a dotted path names them (`grading.model.llama`, or
+# `grading.judge` reached as an attribute after `import grading.model`): of `grading` only the
+# model, the naive server and devices; of `katas` only the solutions.
+REPOSITORY_PACKAGES = frozenset({"grading", "katas", "reference"})
+GRADING_FOR_SOLUTIONS = frozenset({"model", "naive", "devices"})
 # Calls and names that inspect or rewrite code, read the environment or the stack, or escape.
 REFUSED_NAMES = {
     "exec": "runs code made at run time",
@@ -86,6 +95,9 @@ REFUSED_ATTRIBUTES = {
     "__base__": "the class hierarchy (e.g. torch._C.TensorBase, unwatched)",
     "__mro__": "the class hierarchy (e.g. torch._C.TensorBase, unwatched)",
     "mro": "the class hierarchy (e.g. torch._C.TensorBase, unwatched)",
+    "__annotations__": "annotations as data (evaluated, they are `eval`)",
+    "judge": "the judge's package (grading.judge), whatever it is reached through",
+    "grade": "the grader's package (grading.grade), whatever it is reached through",
 }
 # Attribute access by a name held in a string: allowed only with names written in the source
 # that pass the same rules as `x.name` (`operator.attrgetter("_C._DisableTorchDispatch")`
@@ -114,11 +126,141 @@ def check_source(path: str | Path, kata: str | None = None) -> list[str]:
         for n in ast.walk(tree)
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
     }
+    imported = _import_bindings(tree)
+    inner = _inner_of_chains(tree)
     for node in ast.walk(tree):
-        why = _refused(node, tree, calls, own) or _own_reference(node, kata)
+        why = (
+            _refused(node, tree, calls, own)
+            or _own_reference(node, kata)
+            or _path_refused(node, imported, inner, kata)
+            or _annotation_refused(node, tree, imported, kata)
+        )
         if why:
             found.append((getattr(node, "lineno", 0), why))
-    return [f"{path.name}:{line}: {why}" for line, why in sorted(found)]
+    return [f"{path.name}:{line}: {why}" for line, why in sorted(set(found))]
+
+
+def _import_bindings(tree: ast.Module) -> dict[str, str]:
+    """The names the file's imports bind, with the dotted path each stands for: `import a.b`
+    binds a -> a, `import a.b as x` x -> a.b, `from a import b` b -> a.b."""
+    bound = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    bound[alias.asname] = alias.name
+                else:
+                    top = alias.name.split(".")[0]
+                    bound[top] = top
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            for alias in node.names:
+                bound[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return bound
+
+
+def _dotted(node: ast.Attribute) -> tuple[str, list[str]] | None:
+    """`a.b.c` -> ("a", ["b", "c"]); None when the chain does not start at a plain name."""
+    attrs = []
+    while isinstance(node, ast.Attribute):
+        attrs.append(node.attr)
+        node = node.value
+    return (node.id, attrs[::-1]) if isinstance(node, ast.Name) else None
+
+
+def _inner_of_chains(tree: ast.AST) -> set[int]:
+    """The ids of the nodes an attribute is read from (`a` and `a.b` in `a.b.c`)."""
+    return {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+
+
+def _path_refused(node: ast.AST, imported: dict, inner: set, kata: str | None) -> str | None:
+    """An attribute chain read from a module (`grading.judge` after `import grading.model`,
+    `torch.overrides.TorchFunctionMode`, `reference.kv_cache` reached through another reference),
+    or a repository package used as a value (`g = grading`). A chain is checked once, whole, at
+    its outermost attribute."""
+    if isinstance(node, ast.Name) and imported.get(node.id) in REPOSITORY_PACKAGES:
+        if id(node) not in inner and not isinstance(node.ctx, ast.Store):
+            return f"uses the package `{node.id}` as a value; name the module you need in an import"
+        return None
+    if isinstance(node, ast.Import):
+        names = [alias.name for alias in node.names]
+    elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+        names = [f"{node.module}.{alias.name}" for alias in node.names]
+    else:
+        names = []
+    for name in names:
+        if why := _repository_path_refused(name.split("."), kata):
+            return why
+    if not isinstance(node, ast.Attribute) or id(node) in inner:
+        return None
+    chain = _dotted(node)
+    if chain is None:
+        return None
+    root, attrs = chain
+    segments = (imported[root].split(".") if root in imported else [root]) + attrs
+    paths = [segments[i:] for i, part in enumerate(segments) if part in REPOSITORY_PACKAGES]
+    if root in imported:
+        paths.append(segments)
+    for path in paths:
+        why = _repository_path_refused(path, kata)
+        if why:
+            return why
+    return None
+
+
+def _repository_path_refused(path: list[str], kata: str | None) -> str | None:
+    name = ".".join(path)
+    prefixes = {".".join(path[: i + 1]) for i in range(len(path))}
+    refused = sorted(prefixes & REFUSED_MODULES)
+    if refused:
+        reached = f"`{name}`" if name == refused[0] else f"`{name}` reaches `{refused[0]}`, which"
+        return f"{reached} is not on the list of allowed modules{REFUSED_WHY}"
+    top, second, third = (path + [None, None])[:3]
+    if top == "grading" and second and second not in GRADING_FOR_SOLUTIONS:
+        return (
+            f"`{name}` reaches `grading.{second}`: of grading/, a solution may use only the "
+            "model, the naive server and devices, whatever it reaches them through"
+        )
+    if (
+        top == "katas"
+        and second
+        and (second not in kata_names() or third not in (None, "solution"))
+    ):
+        return (
+            f"`{name}` reaches `{'.'.join(path[:3])}`: of katas/, a solution may use only the "
+            "katas' `solution` modules (the tests and their kit judge it)"
+        )
+    if top == "reference" and kata and second == kata:
+        return (
+            f"`{name}` reaches `reference.{kata}`, this kata's own reference, which is not there "
+            "while grading; the kata's file must do the work itself"
+        )
+    return None
+
+
+def _annotation_refused(node: ast.AST, tree: ast.Module, imported: dict, kata) -> str | None:
+    """An annotation written as a string is code that typing may evaluate: it follows the rules
+    of the code around it."""
+    if isinstance(node, (ast.arg, ast.AnnAssign)):
+        notes = [node.annotation]
+    elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        notes = [node.returns]
+    else:
+        return None
+    for note in notes:
+        if isinstance(note, ast.Constant) and isinstance(note.value, str):
+            try:
+                inner = ast.parse(note.value, mode="eval")
+            except SyntaxError:
+                return f"the annotation {note.value!r} is not an expression"
+            calls = {id(n.func): n for n in ast.walk(inner) if isinstance(n, ast.Call)}
+            chains = _inner_of_chains(inner)
+            for sub in ast.walk(inner):
+                why = _refused(sub, tree, calls, set()) or _path_refused(
+                    sub, imported, chains, kata
+                )
+                if why or isinstance(sub, ast.Call):
+                    return f"the annotation {note.value!r}: {why or 'calls a function'}"
+    return None
 
 
 def _own_reference(node: ast.AST, kata: str | None) -> str | None:
@@ -260,12 +402,14 @@ def _constant_attribute(call: ast.Call | None, own: set) -> bool:
     )
 
 
+REFUSED_WHY = (
+    ' (grading/README.md, "The source check"): threads, processes, native code, the stack or the '
+    "environment are not needed by any kata"
+)
+
+
 def _import_reason(name: str) -> str:
-    return (
-        f"imports `{name}`, which is not on the list of allowed modules (grading/README.md, "
-        '"The source check"): threads, processes, native code, the stack or the environment '
-        "are not needed by any kata"
-    )
+    return f"imports `{name}`, which is not on the list of allowed modules{REFUSED_WHY}"
 
 
 def _names_tensor(base: ast.expr) -> bool:

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from grading.judge.cost import held_bytes, measure
 from grading.judge.errors import BadCall, assert_value_error
+from grading.judge.guards import caller_changes
 from katas.kv_cache.cases import FLOAT_DTYPES, PrefixModel, prefix_kv
 
 HKV, D = 2, 4
@@ -198,6 +199,19 @@ def appended(impl, cache, model, seq, new, where) -> None:
             ("free", 0, []),
             ("decode", 1, [2, 2, 2, 2, 2, 2]),
             ("start", 2, [0, 1, 0, 1, 2]),
+        ],
+    )
+)
+@example(  # a private duplicate taken from the queue: the registered block stays found
+    workload=(
+        2,
+        4,
+        [
+            ("start", 0, [0, 0]),
+            ("start", 1, [0, 0]),
+            ("free", 1, []),
+            ("decode", 2, [1] * 6),
+            ("match", None, [0, 0, 1]),
         ],
     )
 )
@@ -720,6 +734,32 @@ def test_start_copies_nothing(impl):
     )
     decode(cache, "long", P[:160], P[160:])
     assert_gathers(cache, "long", P)
+
+
+def test_the_lists_given_may_be_reused(impl):
+    """The cache keeps no reference to the token lists it is given: a caller that reuses its
+    list after start or append changes nothing the cache registered."""
+    cache = impl.PrefixCache(8, 2, HKV, D)
+    prefill(cache, "a", [0, 0, 1, 1])
+    P = [0, 0, 2, 2, 1]  # block 0 cached; block 1 ([2, 2]) and the tail [1] appended
+    given = list(P)
+    assert cache.start("b", given) == 2
+    caller_changes(impl.PrefixCache.start, given)
+    given[:] = [7, 7, 7]  # the caller's list, reused
+    tail = P[2:]
+    k, v = kv(P)
+    cache.append("b", tail, k[:, 2:], v[:, 2:])
+    caller_changes(impl.PrefixCache.append, tail)
+    tail[:] = [5, 5, 5]
+    got = cache.match(P[:4] + [0])
+    assert got == 4, (
+        f"match({P[:4] + [0]}) gave {got}, expected 4: 'b' = {P} holds the full blocks [0, 0] and "
+        "[2, 2]. The caller changed the lists it had passed to start and append after the calls; "
+        "the cache must have copied what it needed (a block's key is made from the token ids "
+        "when the block fills, so a list kept from start gives the wrong key)"
+    )
+    assert cache.match([7, 7, 7, 7, 0]) == 0 and cache.match([0, 0, 5, 5, 0]) == 2
+    assert_gathers(cache, "b", P)
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
