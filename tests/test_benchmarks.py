@@ -24,7 +24,7 @@ from grading.model.naive import Completion  # noqa: E402
 from grading.model.train import DRAFT, TARGET  # noqa: E402
 from grading.model.workload import held_out_prompts  # noqa: E402
 from katas.serving import benchmark as serving  # noqa: E402
-from katas.serving import latency  # noqa: E402
+from grading.model import latency  # noqa: E402
 from katas.speculative_decoding import benchmark as speculative  # noqa: E402
 
 

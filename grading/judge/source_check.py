@@ -37,7 +37,7 @@ REFUSED_MODULES = frozenset(
         # grading.model's tools beside the model, which no solution needs: checkpoints and
         # training read files, the baseline runs transformers.
         "grading.model.hf", "grading.model.train", "grading.model.baselines",
-        "grading.model.workload", "grading.model.checkpoints",
+        "grading.model.workload", "grading.model.checkpoints", "grading.model.latency",
         # typing's evaluation of string annotations is `eval` by another name.
         "typing.get_type_hints", "typing.ForwardRef", "typing.evaluate_forward_ref",
     }

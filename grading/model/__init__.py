@@ -6,6 +6,7 @@
 - `naive.py`: the naive server the serving kata is measured against (`Request`, `Completion`);
 - `workload.py`: the serving workload, and prompts of held-out source for the trained pair;
 - `baselines.py`: `transformers` generation on the same weights, for the serving benchmark;
+- `latency.py`: time to first token and per output token of completions, for that benchmark;
 - `train.py`: the training script of the small byte-level pair shipped in `checkpoints/`.
 
 It imports nothing from `grading` but `grading.devices`. The names the katas teach are here:

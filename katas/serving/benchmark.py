@@ -54,7 +54,7 @@ in the target's and the draft's layers. The draft's acceptance rate comes from t
 Latency beside throughput, for every variant on the step clock (naive_serve and the engine; not
 transformers, which ignore arrivals and keep no clock): time to first token and time per output
 token, p50 and p99 over the requests of the counted run, in steps and in seconds (steps x the
-run's seconds per step); `katas/serving/latency.py` defines them.
+run's seconds per step); `grading/model/latency.py` defines them.
 
 Optional packages: without transformers the transformers rows are skipped, without matplotlib
 the picture; each says so in a line. The tables are printed before the picture is drawn.
@@ -92,7 +92,7 @@ from grading.model.baselines import as_transformers, transformers_continuous, tr
 from grading.model.naive import naive_serve
 from grading.model.train import SHIPPED
 from grading.model.workload import held_out_prompts, poisson_workload, shared_prefix_workload
-from katas.serving.latency import DEFINITIONS, P99, Latency, draw, latency, table
+from grading.model.latency import DEFINITIONS, P99, Latency, draw, latency, table
 
 # The shipped models: float32 on the CPU; on a GPU, bfloat16 and about 0.45 B parameters.
 CPU_MODEL = dict(
@@ -539,7 +539,7 @@ def transformers_version() -> str | None:
 
 
 def latency_rows(rows: list[Result]) -> list[str]:
-    """The latency table of `rows` (`katas/serving/latency.py`)."""
+    """The latency table of `rows` (`grading/model/latency.py`)."""
     return table([(r.variant.name, len(r.tokens), r.tokens_per_s, r.latency) for r in rows])
 
 
