@@ -2,7 +2,7 @@
 
 The reference solution. Time is counted in steps and every model call is one step; a step in
 which nothing can run passes idle. Every strategy decodes greedily, and each request's tokens
-equal decoding it alone.
+equal decoding it alone, up to its first stop token (level 5: kept, and the request is done).
 """
 
 from __future__ import annotations
@@ -22,12 +22,13 @@ class Request:
     prompt: list[int]
     max_new_tokens: int
     arrival: int = 0
+    stop: tuple[int, ...] = ()  # stop token ids: the completion ends at the first one generated
 
 
 @dataclass
 class Completion:
     id: int
-    tokens: list[int]  # the new tokens only
+    tokens: list[int]  # the new tokens only, ending at the first stop token if one came out
     arrival: int
     first_token: int  # the step whose call produced the first new token
     finished: int  # the step whose call produced the last new token
@@ -59,7 +60,10 @@ class _Sequence:
 
     @property
     def done(self) -> bool:
-        return len(self.generated) == self.request.max_new_tokens
+        """It has max_new_tokens tokens, or its newest is a stop token (nothing follows one)."""
+        return len(self.generated) == self.request.max_new_tokens or (
+            bool(self.generated) and self.generated[-1] in self.request.stop
+        )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -84,6 +88,13 @@ def _sequences(model, requests) -> list[_Sequence]:
         if not all(type(t) is int and 0 <= t < config.vocab_size for t in r.prompt):
             raise ValueError(
                 f"{where}: prompt tokens must be Python ints in 0..{config.vocab_size - 1}"
+            )
+        if not isinstance(r.stop, (tuple, list)) or not all(
+            type(t) is int and t in range(config.vocab_size) for t in r.stop
+        ):
+            raise ValueError(
+                f"{where}: stop must be a tuple of Python ints in 0..{config.vocab_size - 1}, "
+                f"got {r.stop!r:.80}"
             )
         _check_size(f"{where}: max_new_tokens", r.max_new_tokens)
         _check_size(f"{where}: arrival", r.arrival, 0)

@@ -7,7 +7,8 @@ with one batched verification call per step (speculative_decoding).
 
 The arc of this file: level 1 runs the model's mixture the fast way; level 2's engine keeps a
 pool of KV blocks, schedules the requests step by step and runs one packed model call per step;
-level 3 lets a draft model propose tokens that the same call verifies.
+level 3 lets a draft model propose tokens that the same call verifies; level 4 ends a request at
+its first stop token, with or without a draft.
 
 Short names: P prompt length, N max_new_tokens, B rows in a call, T tokens a row feeds, L keys a
 row attends over, bs block_size, k draft tokens per round.
@@ -70,6 +71,7 @@ class _Sequence:
     draft_cached: int = 0  # ... the draft holds
     first_token: int | None = None
     finished: int | None = None
+    stopped: bool = False  # its newest token is one of its stop tokens
 
     @property
     def key(self) -> tuple[int, int]:
@@ -81,7 +83,16 @@ class _Sequence:
 
     @property
     def done(self) -> bool:
-        return self.generated == self.request.max_new_tokens
+        return self.stopped or self.generated == self.request.max_new_tokens
+
+    def end_at_stop(self, since: int) -> None:
+        """Level 4: cut the tokens committed from position `since` on at the first stop token
+        among them, which is kept; the tokens past it were never the request's."""
+        for i in range(since, len(self.tokens)):
+            if self.tokens[i] in self.request.stop:
+                del self.tokens[i + 1 :]
+                self.stopped = True
+                return
 
 
 class _KVPool:
@@ -165,7 +176,15 @@ def _check(model, requests, max_batch_size, kv_blocks, block_size, draft, k) -> 
             )
         _check_int(f"{where}: max_new_tokens", r.max_new_tokens, 1)
         _check_int(f"{where}: arrival", r.arrival, 0)
+        if not isinstance(r.stop, (tuple, list)) or not all(
+            type(t) is int and 0 <= t < config.vocab_size for t in r.stop
+        ):
+            raise ValueError(
+                f"{where}: stop: expected a tuple of token ids, Python ints in "
+                f"0..{config.vocab_size - 1}, got {r.stop!r}"
+            )
         total = len(r.prompt) + r.max_new_tokens - 1  # the last new token is never fed
+        # (a stop token may never come: memory is checked for max_new_tokens)
         if total > longest:
             raise ValueError(
                 f"{where}: prompt of {len(r.prompt)} tokens + max_new_tokens {r.max_new_tokens} "
@@ -256,7 +275,9 @@ class _Engine:
             j = 0
             while j < m and proposed[seq][j] == best[j]:
                 j += 1
+            committed = len(seq.tokens)
             seq.tokens += proposed[seq][:j] + [best[j]]
+            seq.end_at_stop(committed)  # level 4: nothing past the first stop token
             # Roll back what was read past the committed tokens; the newest is read next round.
             seq.cached = len(seq.tokens) - 1
             seq.draft_cached = min(seq.draft_cached, len(seq.tokens) - 1)

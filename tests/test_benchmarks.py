@@ -18,13 +18,16 @@ pytest.importorskip("transformers", reason="needs the `models` extra")
 pytest.importorskip("safetensors", reason="needs the `models` extra")
 
 from grading.judge.impl import load_impl  # noqa: E402
-from grading.model import greedy_generate_no_cache, make_model  # noqa: E402
+from grading.model import (  # noqa: E402
+    greedy_generate_no_cache,
+    latency,
+    make_model,
+)
 from grading.model.hf import save_checkpoint  # noqa: E402
 from grading.model.naive import Completion  # noqa: E402
 from grading.model.train import DRAFT, TARGET  # noqa: E402
 from grading.model.workload import held_out_prompts  # noqa: E402
 from katas.serving import benchmark as serving  # noqa: E402
-from grading.model import latency  # noqa: E402
 from katas.speculative_decoding import benchmark as speculative  # noqa: E402
 
 

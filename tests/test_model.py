@@ -9,6 +9,7 @@ from grading.devices import REHEARSAL, float_dtypes
 from grading.judge.rehearsal import Tally, Work
 from grading.judge.tolerance import assert_close, assert_error_within
 from grading.model import SequenceCache, greedy_generate_no_cache, make_model
+from grading.model.naive import Request, naive_serve
 from grading.model.workload import shared_prefix_workload
 
 
@@ -397,3 +398,33 @@ def test_one_attention_for_all_rows_launches_no_more_operators_per_row_than_the_
         f"forward_packed launches {packed} operators (by rows) with an attention that launches "
         "none: its own work should not depend on the number of rows"
     )
+
+
+def test_naive_serve_ends_a_request_at_its_first_new_stop_token():
+    """The oracle of the serving kata's level 4: a completion ends at the first new token in
+    `stop`, which it keeps; `finished` is that token's step and the next request starts the step
+    after; a stop token in the prompt, or one that never comes, changes nothing."""
+    model = make_model(0, torch.float64)
+    prompts = [[5, 9, 2, 7], [11, 3], [20, 21, 22]]
+    full = [
+        greedy_generate_no_cache(model, torch.tensor([p]), 8)[0, len(p) :].tolist() for p in prompts
+    ]
+    never = next(t for t in range(64) if all(t not in f for f in full))
+    first_stop = full[0][3]  # ends request 0 at its first occurrence, at most the 4th token
+    cut = full[0][: full[0].index(first_stop) + 1]
+    requests = [
+        Request(0, prompts[0], 8, 0, stop=(never, first_stop)),
+        Request(1, prompts[1], 8, 0, stop=(full[1][0],)),  # its very first new token
+        Request(2, prompts[2], 8, 1, stop=tuple(t for t in prompts[2] if t not in full[2])),
+        Request(3, prompts[0], 8, 0),  # no stop tokens: as before
+    ]
+    assert requests[2].stop, "request 2 needs a prompt token it never generates"
+    out = naive_serve(model, requests)
+    assert [c.tokens for c in out] == [cut, full[1][:1], full[2], full[0]]
+    assert [(c.first_token, c.finished) for c in out] == [
+        (0, len(cut) - 1),
+        (len(cut), len(cut)),  # its stop token is its first: one step
+        (len(cut) + 9, len(cut) + 16),  # arrived at 1, after request 3: all 8 tokens
+        (len(cut) + 1, len(cut) + 8),
+    ]
+    assert Request(7, [1], 2, 3).stop == (), "a request built without stop ids has none"

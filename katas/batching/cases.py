@@ -60,6 +60,30 @@ def solo(prompt: tuple[int, ...], max_new_tokens: int, model=None) -> tuple[int,
     return tuple(out[0, len(prompt) :].tolist())
 
 
+@dataclass(frozen=True)
+class StopRequest(WorkloadRequest):
+    """A workload request with stop token ids (level 5): its completion ends at the first
+    generated token in `stop`, that token kept."""
+
+    stop: tuple[int, ...] = ()
+
+
+def expected_tokens(spec, model=None) -> list[int]:
+    """What a request's completion holds: its solo greedy decoding (on `model`, the float64
+    shared model unless given), cut after the first generated token in its `stop` (if any)."""
+    tokens = list(solo(tuple(spec.prompt), spec.max_new_tokens, model))
+    stop = set(getattr(spec, "stop", ()))
+    ends = [k for k, t in enumerate(tokens) if t in stop]
+    return tokens[: ends[0] + 1] if ends else tokens
+
+
+def new_tokens(spec, model=None) -> int:
+    """How many tokens a request's completion has: max_new_tokens, fewer when it stops."""
+    if not getattr(spec, "stop", ()):
+        return spec.max_new_tokens
+    return len(expected_tokens(spec, model))
+
+
 LISTED_OUT_OF_ORDER = [  # the list order is not the arrival order
     WorkloadRequest(5, [1, 2, 3], 2, 3),
     WorkloadRequest(6, [6, 2], 3, 0),
@@ -68,7 +92,13 @@ LISTED_OUT_OF_ORDER = [  # the list order is not the arrival order
 
 
 def as_requests(impl, specs: list[WorkloadRequest]) -> list:
-    return [impl.Request(s.id, list(s.prompt), s.max_new_tokens, s.arrival) for s in specs]
+    """The workload as the implementation's Requests (with `stop` where a spec has stop ids)."""
+    return [
+        impl.Request(s.id, list(s.prompt), s.max_new_tokens, s.arrival, tuple(s.stop))
+        if getattr(s, "stop", ())
+        else impl.Request(s.id, list(s.prompt), s.max_new_tokens, s.arrival)
+        for s in specs
+    ]
 
 
 @st.composite
@@ -120,8 +150,9 @@ def serve(strategy, model, *args, **kwargs):
 
 
 def _fields(request) -> tuple:
-    """(id, prompt as a list, max_new_tokens, arrival) of a request, copied."""
-    return (request.id, list(request.prompt), request.max_new_tokens, request.arrival)
+    """(id, prompt as a list, max_new_tokens, arrival, stop as a list) of a request, copied."""
+    stop = list(getattr(request, "stop", ()))
+    return (request.id, list(request.prompt), request.max_new_tokens, request.arrival, stop)
 
 
 def check_completions(completions, specs: list[WorkloadRequest], model=None) -> None:
@@ -135,15 +166,54 @@ def check_completions(completions, specs: list[WorkloadRequest], model=None) -> 
             f"Completions must come back in the order of `requests`: expected id {spec.id}, "
             f"got {got.id}"
         )
-        want = list(solo(tuple(spec.prompt), spec.max_new_tokens, model))
+        want = expected_tokens(spec, model)
+        stop = tuple(getattr(spec, "stop", ()))
+        stops = f", stop {stop}" if stop else ""
         assert list(got.tokens) == want, (
             f"request {spec.id} (prompt of {len(spec.prompt)} tokens, max_new_tokens "
-            f"{spec.max_new_tokens}): tokens differ from decoding it alone\n expected {want}\n"
-            f" got      {list(got.tokens)}\nUsually: a row fed at the wrong position or with the "
-            "wrong tokens, a cache shared between requests, padding that took part in attention, "
-            "or the next token taken from the wrong row or position of the logits"
+            f"{spec.max_new_tokens}{stops}): tokens differ from decoding it alone"
+            + (" up to its first stop token" if stop else "")
+            + f"\n expected {want}\n got      {list(got.tokens)}\nUsually: "
+            + (_stop_hint(list(got.tokens), want, spec, model) if stop else _TOKENS_HINT)
         )
         assert got.arrival == spec.arrival, f"request {spec.id}: arrival should be {spec.arrival}"
+
+
+_TOKENS_HINT = (
+    "a row fed at the wrong position or with the wrong tokens, a cache shared between requests, "
+    "padding that took part in attention, or the next token taken from the wrong row or "
+    "position of the logits"
+)
+
+
+def _stop_hint(got: list[int], want: list[int], spec, model) -> str:
+    """What a completion that differs from its expected tokens, stop ids given, usually means."""
+    stop, full = set(spec.stop), list(solo(tuple(spec.prompt), spec.max_new_tokens, model))
+    if got == want[:-1] and want[-1] in stop:
+        return (
+            f"the stop token {want[-1]} was left out: it ends the completion and is kept as its "
+            "last token (as Hugging Face generate keeps eos_token_id)"
+        )
+    if len(got) > len(want) and got[: len(want)] == want:
+        which = "its first new token, from the prefill" if len(want) == 1 else f"token {len(want)}"
+        return (
+            f"the completion went on after {which}, {want[-1]}, which is a stop id: a request "
+            "is done at the first generated token in its stop, whichever call produced it "
+            "(the prefill's too); nothing is generated or fed for it after that"
+        )
+    if len(got) < len(want) and got == full[: len(got)]:
+        in_prompt = sorted(stop & set(spec.prompt))
+        return (
+            f"the completion ended at token {len(got)}, {got[-1] if got else None}, which is no "
+            "stop id"
+            + (
+                f"; stop ids {in_prompt} are in the prompt, and a stop id in the prompt means "
+                "nothing: only generated tokens are matched"
+                if in_prompt
+                else ""
+            )
+        )
+    return _TOKENS_HINT
 
 
 # What the message of each of request_errors' ValueErrors must name.
@@ -212,6 +282,7 @@ class Trace:
     segments: list[Segment]
     produced: list[dict[int, int]]  # per request: token number k (1-based) -> first call making it
     work_after_done: list[tuple[int, int]]  # (request, call): a row fed after its last token
+    lengths: list[int]  # per request: tokens in its completion (fewer than max_new_tokens: stop)
 
     def key(self, r: int) -> tuple[int, int]:
         return (self.specs[r].arrival, r)
@@ -220,7 +291,7 @@ class Trace:
         return self.produced[r].get(1)
 
     def last_call(self, r: int) -> int | None:
-        return self.produced[r].get(self.specs[r].max_new_tokens)
+        return self.produced[r].get(self.lengths[r])
 
     def tokens(self, c: int) -> int:
         return sum(t for _, _, t in self.calls[c])
@@ -260,9 +331,10 @@ def read_trace(log, specs: list[WorkloadRequest], model=None) -> Trace:
     """Who was served in each call, checking that every row fed the right tokens (those of
     decoding on `model`, the float64 shared model unless given)."""
     by_first = {s.prompt[0]: r for r, s in enumerate(specs)}
-    full = [list(s.prompt) + list(solo(tuple(s.prompt), s.max_new_tokens, model)) for s in specs]
+    full = [list(s.prompt) + expected_tokens(s, model) for s in specs]
+    lengths = [len(f) - len(s.prompt) for f, s in zip(full, specs, strict=True)]
     open_segment: dict[int, int] = {}  # cache id -> segment
-    trace = Trace(specs, [], [], [{} for _ in specs], [])
+    trace = Trace(specs, [], [], [{} for _ in specs], [], lengths)
     for c, call in enumerate(log):
         rows = []
         for row in call.rows:
@@ -283,7 +355,10 @@ def read_trace(log, specs: list[WorkloadRequest], model=None) -> Trace:
             r, spec = segment.request, specs[segment.request]
             end = row.start + len(row.tokens)
             want = full[r][row.start : end]
-            assert list(row.tokens) == want, (
+            fed = list(row.tokens)
+            if lengths[r] < spec.max_new_tokens:  # it stopped: past its stop token, work after done
+                fed = fed[: len(want)]
+            assert fed == want, (
                 f"call {c}: request {spec.id} fed {list(row.tokens)} at positions "
                 f"{row.start}..{end - 1}; its prompt followed by its tokens so far gives {want}"
             )
@@ -291,7 +366,7 @@ def read_trace(log, specs: list[WorkloadRequest], model=None) -> Trace:
             segment.calls.append(c)
             segment.length.append(end)
             k = end - len(spec.prompt) + 1  # the new token this row's last position produces
-            if k > spec.max_new_tokens:
+            if k > lengths[r]:
                 trace.work_after_done.append((r, c))
             elif k >= 1:
                 trace.produced[r].setdefault(k, c)
@@ -358,27 +433,29 @@ def _clock_message(trace: Trace, r: int, name: str, reported, call: int, steps, 
 class Group:
     members: tuple[int, ...]  # indices into the workload
     start: int  # the step of its first call
+    steps: int  # how many steps it runs: its longest completion (max_new_tokens, or to a stop)
 
 
 def arrival_order(specs: list[WorkloadRequest]) -> list[int]:
     return sorted(range(len(specs)), key=lambda r: (specs[r].arrival, r))
 
 
-def duration(specs, members) -> int:
-    return max(specs[r].max_new_tokens for r in members)
-
-
-def static_plan(specs, batch_size: int) -> list[Group]:
+def static_plan(specs, batch_size: int, model=None) -> list[Group]:
+    """The static groups; a group runs until every member is done (`model` decides where
+    requests with stop ids stop: the float64 shared model unless given)."""
+    lengths = [new_tokens(s, model) for s in specs]
     order, groups, free = arrival_order(specs), [], 0
     for i in range(0, len(order), batch_size):
         members = tuple(order[i : i + batch_size])
         start = max(free, max(specs[r].arrival for r in members))
-        groups.append(Group(members, start))
-        free = start + duration(specs, members)
+        groups.append(Group(members, start, max(lengths[r] for r in members)))
+        free = start + groups[-1].steps
     return groups
 
 
-def dynamic_plan(specs, max_batch_size: int, max_wait: int) -> list[Group]:
+def dynamic_plan(specs, max_batch_size: int, max_wait: int, model=None) -> list[Group]:
+    """The dynamic batches, each run like a static group."""
+    lengths = [new_tokens(s, model) for s in specs]
     order, groups, step, served = arrival_order(specs), [], 0, 0
     while served < len(order):
         waiting = [r for r in order[served:] if specs[r].arrival <= step]
@@ -386,25 +463,34 @@ def dynamic_plan(specs, max_batch_size: int, max_wait: int) -> list[Group]:
             waiting and step - specs[waiting[0]].arrival >= max_wait
         ):
             members = tuple(waiting[:max_batch_size])
-            groups.append(Group(members, step))
+            groups.append(Group(members, step, max(lengths[r] for r in members)))
             served += len(members)
-            step += duration(specs, members)
+            step += groups[-1].steps
         else:
             step += 1
     return groups
 
 
 def check_fixed_batches(trace: Trace, completions, groups: list[Group], rule: str) -> None:
-    """Each group's calls serve only its members, one call per step, from its start step."""
+    """Each group's calls serve only its unfinished members, one call per step, from its start
+    step until every member is done."""
     specs, steps, owner = trace.specs, [], {}
     for g, group in enumerate(groups):
-        steps += range(group.start, group.start + duration(specs, group.members))
-        owner.update({c: g for c in range(len(steps) - duration(specs, group.members), len(steps))})
+        steps += range(group.start, group.start + group.steps)
+        owner.update({c: g for c in range(len(steps) - group.steps, len(steps))})
     plan = [[specs[r].id for r in g.members] for g in groups]
+    stops = any(trace.lengths[r] < s.max_new_tokens for r, s in enumerate(specs))
     assert len(trace.calls) == len(steps), (
         f"expected {len(steps)} model calls (one per step while a batch runs; batches by "
         f"request id: {plan}, starting at steps {[g.start for g in groups]}), got "
         f"{len(trace.calls)}"
+        + (
+            ". A batch runs until every member is done, and a member is done when it has "
+            "max_new_tokens tokens or has produced a stop token: the batch of longest completion "
+            f"n runs n steps (completions here: {_lengths_by_id(trace)})"
+            if stops
+            else ""
+        )
     )
     for c, rows in enumerate(trace.calls):
         group = groups[owner[c]]
@@ -421,12 +507,71 @@ def check_fixed_batches(trace: Trace, completions, groups: list[Group], rule: st
                 f"request {specs[r].id}: its first token should come from the batch's first call "
                 f"(step {group.start}), which feeds every member's whole prompt"
             )
-            last = trace.last_call(r)
-            assert last == first + specs[r].max_new_tokens - 1, (
+            last, n = trace.last_call(r), trace.lengths[r]
+            assert last == first + n - 1, (
                 f"request {specs[r].id}: one new token per step after the prefill: its last "
-                f"should come out at step {group.start + specs[r].max_new_tokens - 1}"
+                f"should come out at step {group.start + n - 1}"
+                + (f" (its completion ends at a stop token, token {n})" if stops else "")
             )
+    check_no_work_after_done(trace, steps)
+    if stops:
+        _check_groups_start_after_stops(trace, completions, groups)
     check_clock(trace, completions, steps, rule)
+
+
+def _check_groups_start_after_stops(trace: Trace, completions, groups: list[Group]) -> None:
+    """With stop ids: a batch reported starting later than planned, right after a batch that
+    started on time and whose members stopped early, ran its predecessor too long (to
+    max_new_tokens instead of to its stops)."""
+    specs = trace.specs
+    for before, group in zip(groups, groups[1:], strict=False):
+        ended, members = before.start + before.steps, before.members
+        on_time = all(completions[m].first_token == before.start for m in members)
+        stopped = any(trace.lengths[m] < specs[m].max_new_tokens for m in members)
+        if group.start != ended or not on_time or not stopped:
+            continue
+        for r in group.members:
+            reported = completions[r].first_token
+            if isinstance(reported, int) and reported > group.start:
+                lengths = [trace.lengths[m] for m in members]
+                raise AssertionError(
+                    f"request {specs[r].id}: first_token = {reported}, but its batch starts at "
+                    f"step {group.start}: the batch before it, {[specs[m].id for m in members]}, "
+                    f"ran steps {before.start}..{ended - 1} and was done then, each member done "
+                    f"at max_new_tokens or at its first stop token (completions of {lengths} "
+                    f"tokens; max_new_tokens {[specs[m].max_new_tokens for m in members]}). A "
+                    "batch runs until every member is done, not for max(max_new_tokens) steps"
+                )
+
+
+def check_joins_after_a_stop(trace: Trace, completions, steps: list[int]) -> None:
+    """A request that stops frees its slot and blocks in that step: a request the implementation
+    reports joining later than the calls show, right after a stop, waited a step for them.
+    (Only sharpens what check_clock finds: it fails nothing check_clock passes.)"""
+    specs = trace.specs
+    stopped = {
+        steps[trace.last_call(r)]: r
+        for r in range(len(specs))
+        if trace.lengths[r] < specs[r].max_new_tokens and trace.last_call(r) is not None
+    }
+    for r, got in enumerate(completions):
+        c = trace.first_call(r)
+        if c is None or not isinstance(got.first_token, int) or got.first_token <= steps[c]:
+            continue
+        if steps[c] - 1 in stopped:
+            done = stopped[steps[c] - 1]
+            raise AssertionError(
+                f"request {specs[r].id}: first_token = {got.first_token}, but it joined in model "
+                f"call {c}, at step {steps[c]} (no step passes idle while somebody waits): in "
+                f"step {steps[c] - 1} request {specs[done].id} produced a token of its stop "
+                f"{tuple(specs[done].stop)} and was done. A request that stops leaves in that "
+                "step, its slot and all its KV blocks free at once, so a waiting request that "
+                "fits in them joins in the next step, not a step later"
+            )
+
+
+def _lengths_by_id(trace: Trace) -> dict[int, int]:
+    return {s.id: n for s, n in zip(trace.specs, trace.lengths, strict=True)}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -665,10 +810,14 @@ def check_preemption(trace: Trace, steps: list[int], limits: Limits) -> None:
 def check_no_work_after_done(trace: Trace, steps: list[int]) -> None:
     if trace.work_after_done:
         r, c = trace.work_after_done[0]
+        spec, n = trace.specs[r], trace.lengths[r]
+        why = f"max_new_tokens = {spec.max_new_tokens}"
+        if n < spec.max_new_tokens:
+            why = f"token {n} is a stop id of {tuple(spec.stop)}, so it was done there"
         raise AssertionError(
-            f"step {steps[c]}: request {trace.specs[r].id} was fed again after its last token "
-            f"(max_new_tokens = {trace.specs[r].max_new_tokens}): a finished request leaves the "
-            "batch in the step its last token comes out"
+            f"step {steps[c]}: request {spec.id} was fed again after its last token ({why}): "
+            "a finished request, one with max_new_tokens tokens or whose newest token is a stop "
+            "id, is fed no more: it leaves the batch in the step its last token comes out"
         )
 
 
@@ -726,11 +875,11 @@ def check_schedule(strategy: str, out, log, specs, model, batch_size: int) -> No
     if strategy == "static_batching":
         rule = "static: groups of batch_size in arrival order, each starting when its last member "
         rule += "has arrived and the previous group is done"
-        check_fixed_batches(trace, out, static_plan(specs, batch_size), rule)
+        check_fixed_batches(trace, out, static_plan(specs, batch_size, model), rule)
     elif strategy == "dynamic_batching":
         rule = f"dynamic: a batch starts as soon as {batch_size} requests wait or the oldest has "
         rule += f"waited {MAX_WAIT} steps"
-        check_fixed_batches(trace, out, dynamic_plan(specs, batch_size, MAX_WAIT), rule)
+        check_fixed_batches(trace, out, dynamic_plan(specs, batch_size, MAX_WAIT, model), rule)
     else:
         steps, limits = continuous_steps(trace), Limits(batch_size)
         check_no_work_after_done(trace, steps)

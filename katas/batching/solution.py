@@ -18,12 +18,21 @@ arrivals any int >= 0: keep both as Python ints (or int64). An empty list of req
 with no model call. Run your decoding loops under torch.no_grad(); send only token ids between
 the model and Python (`.item()` or `.tolist()` of a few ids).
 
+Stop tokens (level 5). A request is done when it has max_new_tokens tokens or as soon as it
+generates a token in its `stop` (a tuple, or a list, of ids; default (), none): that token is
+kept as the completion's last, so `tokens` is decoding alone cut after its first stop token,
+and `finished` is the step of the call that produced it. Any generated token counts, the first
+(from the prefill) too; a stop id in the prompt means nothing. A done request is fed no more,
+in every strategy. The length checks below (max_seq_len, kv_blocks) count max_new_tokens
+whatever `stop` says.
+
 Bad input raises ValueError naming the argument (every strategy):
 - an empty prompt, or prompt tokens that are not Python ints in 0..vocab_size - 1 (a bool, a
   float or a tensor is refused, and so is a prompt given as a tensor);
 - max_new_tokens < 1, or a negative arrival;
 - len(prompt) + max_new_tokens - 1 > model.config.max_seq_len (the last new token is never fed);
 - two requests with the same id;
+- a stop that is not a tuple (or list) of Python ints in 0..vocab_size - 1 (level 5);
 - batch_size, max_batch_size, max_tokens_per_step, kv_blocks or block_size < 1, max_wait < 0;
 - a request that cannot fit in kv_blocks even alone:
   ceil((len(prompt) + max_new_tokens - 1) / block_size) > kv_blocks (a partly filled last
@@ -58,12 +67,13 @@ class Request:
     prompt: list[int]
     max_new_tokens: int
     arrival: int = 0  # the first step at which it may be served
+    stop: tuple[int, ...] = ()  # level 5: token ids that end the completion (kept), none by default
 
 
 @dataclass
 class Completion:
     id: int
-    tokens: list[int]  # the new tokens only, max_new_tokens of them
+    tokens: list[int]  # the new tokens only: max_new_tokens of them, or up to the first stop token
     arrival: int
     first_token: int  # the step whose model call produced the first new token
     finished: int  # the step whose model call produced the last new token
@@ -81,8 +91,13 @@ def static_batching(model, requests, batch_size) -> list[Completion]:
     member's whole prompt (one step, every member's first token); then one call per step feeds
     each unfinished member its newest token, until every member has max_new_tokens. Nobody joins
     a group while it runs. Returns one Completion per request, in the order of `requests`.
+
+    Level 5. A member that has produced a stop token is done: it is fed no more, and the group
+    runs until every member is done (has max_new_tokens tokens or has stopped), so a group of
+    longest completion n runs n steps and the next group may start that much earlier.
     """
     # TODO(level 1): validate, form the groups, run each group to completion on the clock
+    # TODO(level 5): a member is done at its first stop token (kept); check each request's stop
     raise NotImplementedError("level 1: static_batching is not implemented yet")
 
 
@@ -97,8 +112,12 @@ def dynamic_batching(model, requests, max_batch_size, max_wait) -> list[Completi
     max_batch_size of them if max_batch_size are waiting, or if the oldest has waited max_wait
     steps (step - arrival >= max_wait); otherwise the step passes idle. A batch runs like a
     static group (one prefill call, then one call per step) until every member is done.
+
+    Level 5. As in static_batching: a member is done at max_new_tokens or at its first stop
+    token, and the batch ends (the next may start) in the step after its last member is done.
     """
     # TODO(level 2): the same groups as level 1, formed by the two start rules
+    # TODO(level 5): members done at their first stop token, as in static_batching
     raise NotImplementedError("level 2: dynamic_batching is not implemented yet")
 
 
@@ -130,7 +149,12 @@ def continuous_batching(
     tokens it had generated again (recompute) before it continues; its tokens and first_token
     are kept. Needing exactly the free blocks is a fit, never a reason to preempt. A chunk is
     never shrunk to fit the free blocks: it preempts, or does not join.
+
+    Level 5. A request that produces a stop token is done: it leaves in that step like one that
+    reached max_new_tokens, its slot and (level 4) all its blocks free at once, so a waiting
+    request may join in the next step.
     """
     # TODO(level 3): a waiting queue, a running list, one forward_batch call per step
     # TODO(level 4): the token budget (chunked prefill), the block pool and preemption
+    # TODO(level 5): a request whose newest token is a stop id leaves at once, freeing its blocks
     raise NotImplementedError("level 3: continuous_batching is not implemented yet")

@@ -89,10 +89,10 @@ from grading.devices import has_cuda, synchronize
 from grading.judge.impl import ImplError, load_impl, repo_relative
 from grading.model import TinyLlama, from_pretrained, make_model
 from grading.model.baselines import as_transformers, transformers_continuous, transformers_static
+from grading.model.latency import DEFINITIONS, P99, Latency, draw, latency, table
 from grading.model.naive import naive_serve
 from grading.model.train import SHIPPED
 from grading.model.workload import held_out_prompts, poisson_workload, shared_prefix_workload
-from grading.model.latency import DEFINITIONS, P99, Latency, draw, latency, table
 
 # The shipped models: float32 on the CPU; on a GPU, bfloat16 and about 0.45 B parameters.
 CPU_MODEL = dict(

@@ -57,11 +57,21 @@ def draft(kind: str, dtype: torch.dtype = torch.float64):
 
 
 @functools.lru_cache(maxsize=4096)
+def _decoded(prompt: tuple[int, ...]) -> list[int]:
+    """The greedy tokens of `prompt` decoded so far; `solo` extends them as needed."""
+    return []
+
+
 def solo(prompt: tuple[int, ...], max_new_tokens: int) -> tuple[int, ...]:
-    """The oracle: what naive_serve gives one request (float64, no cache, every expert)."""
-    ids = torch.tensor([prompt])
-    out = greedy_generate_no_cache(target(torch.float64), ids, max_new_tokens)
-    return tuple(out[0, len(prompt) :].tolist())
+    """The oracle: what naive_serve gives one request (float64, no cache, every expert). Greedy
+    tokens for n are the first n of those for more, so each prompt is decoded once, as far as
+    asked (level 4 asks for several lengths of one prompt)."""
+    done = _decoded(prompt)
+    if len(done) < max_new_tokens:
+        ids = torch.tensor([list(prompt) + done])
+        out = greedy_generate_no_cache(target(torch.float64), ids, max_new_tokens - len(done))
+        done[:] = out[0, len(prompt) :].tolist()
+    return tuple(done[:max_new_tokens])
 
 
 @dataclass(frozen=True)
@@ -107,8 +117,14 @@ def rounds(kind: str, prompt: tuple[int, ...], max_new_tokens: int, k: int) -> i
     return len(solo_rounds(kind, prompt, max_new_tokens, k))
 
 
-def as_requests(impl, specs: list[WorkloadRequest]) -> list:
-    return [impl.Request(s.id, list(s.prompt), s.max_new_tokens, s.arrival) for s in specs]
+def as_requests(impl, specs: list[WorkloadRequest], stops: list | None = None) -> list:
+    """The requests of `specs`; given `stops` (level 4), request i with `stop=stops[i]`."""
+    if stops is None:
+        return [impl.Request(s.id, list(s.prompt), s.max_new_tokens, s.arrival) for s in specs]
+    return [
+        impl.Request(s.id, list(s.prompt), s.max_new_tokens, s.arrival, stop=stop)
+        for s, stop in zip(specs, stops, strict=True)
+    ]
 
 
 def blocks_alone(specs: list[WorkloadRequest], block_size: int) -> int:
@@ -346,3 +362,110 @@ def check_preempts_only_without_blocks(log, specs, kind, k, kv_blocks, block_siz
             f"{running + sum(needs)} of {kv_blocks}. Preempt only when a running request needs "
             "a block and none is free"
         )
+
+
+# ----------------------------------------------------------------------------------------------
+# Stop tokens (level 4): a request's completion ends at its first new token in `stop`, kept
+
+
+def until_stop(tokens, stop) -> list[int]:
+    """`tokens` up to and including the first one in `stop`; all of them when none is."""
+    for i, t in enumerate(tokens):
+        if t in stop:
+            return list(tokens[: i + 1])
+    return list(tokens)
+
+
+def stopped_answer(spec: WorkloadRequest, stop) -> list[int]:
+    """What naive_serve gives the request with stop ids `stop`: its greedy tokens, cut."""
+    return until_stop(solo(tuple(spec.prompt), spec.max_new_tokens), stop)
+
+
+@st.composite
+def stops(draw, spec: WorkloadRequest, early: bool = False):
+    """Stop ids for one request, read from what the model really generates for it: maybe a token
+    of its completion (it then stops there, or earlier where that token came before; the first
+    new token too), maybe ids it never generates, maybe a token of its prompt that it never
+    generates (which means nothing). `early`: always one of its tokens before the last, so it
+    stops before max_new_tokens (spec.max_new_tokens >= 2). A tuple or a list."""
+    new = solo(tuple(spec.prompt), spec.max_new_tokens)
+    chosen = []
+    if early or draw(st.booleans(), label="stops on a token it generates"):
+        last = len(new) - (2 if early else 1)
+        at = draw(st.one_of(st.just(0), st.integers(0, last)), label="at its new token")
+        chosen.append(new[at])
+    never = [t for t in range(VOCAB) if t not in new]
+    chosen += draw(st.lists(st.sampled_from(never), max_size=2, unique=True), label="never comes")
+    in_prompt = [t for t in spec.prompt if t not in new and t not in chosen]
+    if in_prompt and draw(st.booleans(), label="a token of its prompt"):
+        chosen.append(draw(st.sampled_from(in_prompt), label="prompt token"))
+    chosen = draw(st.permutations(chosen), label="stop ids")
+    return draw(st.sampled_from([tuple, list]), label="as")(chosen)
+
+
+def kept_workload(specs: list[WorkloadRequest], stops: list) -> list[WorkloadRequest]:
+    """Each request as if it asked for the tokens it keeps: without a draft, a request that stops
+    after n tokens is fed exactly as one that asks for n (the checks of level 2 apply to it)."""
+    return [
+        WorkloadRequest(s.id, s.prompt, len(stopped_answer(s, stop)), s.arrival)
+        for s, stop in zip(specs, stops, strict=True)
+    ]
+
+
+def check_stopped_completions(completions, specs: list[WorkloadRequest], stops: list) -> None:
+    """One Completion per request, in order, each with naive_serve's tokens: its greedy tokens
+    up to and including the first stop token; the steps consistent with its arrival."""
+    assert isinstance(completions, list) and len(completions) == len(specs), (
+        f"expected a list of {len(specs)} Completions (one per request), got {completions!r:.200}"
+    )
+    for got, spec, stop in zip(completions, specs, stops, strict=True):
+        assert got.id == spec.id, (
+            f"Completions must come back in the order of `requests`: expected id {spec.id}, "
+            f"got {got.id}"
+        )
+        want, tokens = stopped_answer(spec, stop), list(got.tokens)
+        if tokens != want:
+            if tokens[: len(want)] == want:
+                usually = (
+                    f"it went on past its stop token {want[-1]} (new token {len(want)}): a "
+                    "completion ends at its first new token in `stop`; with a draft, the "
+                    "accepted proposals count too, and nothing after the stop is kept"
+                )
+            elif want[-1] in stop and tokens == want[:-1]:
+                usually = (
+                    f"its stop token {want[-1]} was dropped: the stop token ends the completion "
+                    "and is kept as its last token (as Hugging Face keeps eos_token_id)"
+                )
+            elif want[: len(tokens)] == tokens:
+                usually = (
+                    "it ended early: only a new token in `stop` ends a request (one in the "
+                    "prompt means nothing), and only its own stop ids"
+                )
+            else:
+                usually = (
+                    "the tokens differ before any stop: the slips of levels 2 and 3 (pass them "
+                    "first)"
+                )
+            raise AssertionError(
+                f"request {spec.id} (prompt of {len(spec.prompt)} tokens, max_new_tokens "
+                f"{spec.max_new_tokens}, stop {stop}): tokens differ from naive_serve's\n"
+                f" expected {want}\n got      {tokens}\nUsually: {usually}"
+            )
+        assert got.arrival == spec.arrival, f"request {spec.id}: arrival should be {spec.arrival}"
+        assert spec.arrival <= got.first_token <= got.finished, (
+            f"request {spec.id}: expected arrival {spec.arrival} <= first_token <= finished, got "
+            f"first_token {got.first_token}, finished {got.finished}: `finished` is the step "
+            "whose call produced its last token, its stop token when one came"
+        )
+
+
+def check_one_row_per_token(log, kept: list[WorkloadRequest]) -> None:
+    """Without a draft every row gives its request one token it keeps, preempted or not."""
+    rows = sum(len(call.rows) for call in log)
+    want = sum(s.max_new_tokens for s in kept)
+    assert rows == want, (
+        f"the calls fed {rows} rows for the {want} tokens the requests keep: without a draft "
+        "each row gives its request one new token, kept through preemption. More rows: a "
+        "request was fed after its stop token came out (it leaves in that very step), or "
+        "tokens were decoded again"
+    )

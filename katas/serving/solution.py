@@ -30,6 +30,8 @@ Bad input raises ValueError naming the argument:
 - an empty prompt, or prompt tokens that are not Python ints in 0..vocab_size - 1 (a bool, a
   float or a tensor is refused);
 - max_new_tokens < 1, or a negative arrival; two requests with the same id;
+- a stop that is not a tuple or list of Python ints in 0..vocab_size - 1 (a bool, a float, a
+  tensor, None or a bare int is refused; level 4): the message names the request and `stop`;
 - len(prompt) + max_new_tokens - 1 > max_seq_len of the model (or of the draft);
 - max_batch_size, kv_blocks, block_size or k < 1 (k even without a draft);
 - a request that cannot fit in kv_blocks even alone:
@@ -81,7 +83,7 @@ def moe_feed_forward(moe, x: torch.Tensor) -> torch.Tensor:
     raise NotImplementedError("level 1: moe_feed_forward is not implemented yet")
 
 
-# Levels 2 and 3: the engine
+# Levels 2, 3 and 4: the engine
 
 
 def serve(
@@ -116,7 +118,20 @@ def serve(
     that match the target's own greedy choices, plus the target's next token; the target's
     cache rolls back to the first len(tokens) - 1 committed tokens, the draft's to the committed
     tokens it has read among those (only rejected proposals are dropped: no token re-read).
+
+    Level 4 (stop tokens). `Request(id, prompt, max_new_tokens, arrival=0, stop=())`: a
+    request's completion ends at the first generated token in `stop`, that token kept (as
+    Hugging Face `generate` keeps eos_token_id); its `tokens` then have fewer than
+    max_new_tokens entries and `finished` is the step of the call that produced the stop token.
+    A stop token in the prompt means nothing; one that never comes changes nothing. Without a
+    draft the request leaves in the step its stop token comes out, its KV blocks free in that
+    step (a waiting request can join the next step). With a draft, if the accepted proposals or
+    the target's token (correction or bonus) hold a stop token, the completion ends at the first
+    one and nothing past it is kept; the draft proposes min(k, tokens still needed - 1) as
+    before, counted from max_new_tokens. The length and block checks stay on max_new_tokens (a
+    stop may never come). Without stop tokens every step is as in levels 2 and 3.
     """
     # TODO(level 2): a paged KV pool, a scheduler, one forward_packed call per step
     # TODO(level 3): draft proposals in batched calls, one verifying call, rollback
+    # TODO(level 4): end a request at its first new stop token (kept), freeing its blocks
     raise NotImplementedError("level 2: serve is not implemented yet")
