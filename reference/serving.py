@@ -8,7 +8,9 @@ with one batched verification call per step (speculative_decoding).
 The arc of this file: level 1 runs the model's mixture the fast way; level 2's engine keeps a
 pool of KV blocks, schedules the requests step by step and runs one packed model call per step;
 level 3 lets a draft model propose tokens that the same call verifies; level 4 ends a request at
-its first stop token, with or without a draft.
+its first stop token, with or without a draft; level 5 caps the tokens of a step, so a long prompt
+is fed in chunks (chunked prefill); level 6 shares the blocks of equal prefixes between requests
+(prefix caching, the kv_cache kata's level 4 inside the engine).
 
 Short names: P prompt length, N max_new_tokens, B rows in a call, T tokens a row feeds, L keys a
 row attends over, bs block_size, k draft tokens per round.
@@ -17,6 +19,7 @@ row attends over, bs block_size, k draft tokens per round.
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import torch
@@ -72,6 +75,9 @@ class _Sequence:
     first_token: int | None = None
     finished: int | None = None
     stopped: bool = False  # its newest token is one of its stop tokens
+    feed: int = 0  # level 5: pending tokens its row feeds this step (all of them, or a chunk)
+    propose: int = 0  # draft tokens this step (none while a chunk of its prompt is fed)
+    keys: list = field(default_factory=list)  # level 6: chained keys of its registered blocks
 
     @property
     def key(self) -> tuple[int, int]:
@@ -80,6 +86,11 @@ class _Sequence:
     @property
     def generated(self) -> int:
         return len(self.tokens) - len(self.request.prompt)
+
+    @property
+    def pending(self) -> int:
+        """Tokens it has and the target has not read: its newest, or what is left of a prefill."""
+        return len(self.tokens) - self.cached
 
     @property
     def done(self) -> bool:
@@ -200,10 +211,13 @@ def _check(model, requests, max_batch_size, kv_blocks, block_size, draft, k) -> 
 
 
 class _Engine:
-    def __init__(self, model, draft, num_blocks: int, block_size: int, k: int) -> None:
+    def __init__(self, model, draft, num_blocks: int, block_size: int, k: int, sharing: bool):
         self.model, self.draft, self.k = model, draft, k
-        self.block_size = block_size
-        self.free = list(range(num_blocks - 1, -1, -1))  # pop() hands out block 0 first
+        self.block_size, self.sharing = block_size, sharing
+        self.queue = OrderedDict.fromkeys(range(num_blocks))  # free blocks; the front goes first
+        self.refs = [0] * num_blocks  # requests holding each block
+        self.cached: dict = {}  # level 6: key -> the block registered under it
+        self.key_of: dict = {}  # registered block -> its key
         self.pools = {model: _KVPool(model, num_blocks, block_size)}
         if draft is not None:
             self.pools[draft] = _KVPool(draft, num_blocks, block_size)
@@ -214,28 +228,93 @@ class _Engine:
 
     # -- memory ---------------------------------------------------------------------------------
 
-    def proposals(self, seq: _Sequence) -> int:
-        """Draft tokens this round: never one that could not be kept."""
-        left = seq.request.max_new_tokens - seq.generated
-        return 0 if self.draft is None else min(self.k, left - 1)
+    def plan(self, seq: _Sequence, budget: float) -> int:
+        """Level 5: what its row feeds within `budget` tokens: a chunk of its pending tokens, or
+        all of them and (with a draft) the proposals that still fit, never one that could not be
+        kept. Returns the tokens it feeds."""
+        seq.feed = min(seq.pending, budget)
+        seq.propose = 0
+        if self.draft is not None and seq.feed == seq.pending:
+            left = seq.request.max_new_tokens - seq.generated
+            seq.propose = min(self.k, left - 1, budget - seq.feed)
+        return seq.feed + seq.propose
 
     def needs(self, seq: _Sequence) -> int:
-        """Blocks more the next call needs: room for every token it will feed the target."""
-        fed_to = len(seq.tokens) + self.proposals(seq)
+        """Blocks more its planned row needs: room for every token it feeds the target."""
+        fed_to = seq.cached + seq.feed + seq.propose
         return math.ceil(fed_to / self.block_size) - len(seq.blocks)
 
     def grow(self, seq: _Sequence) -> None:
-        seq.blocks += [self.free.pop() for _ in range(self.needs(seq))]
+        for _ in range(self.needs(seq)):
+            block, _ = self.queue.popitem(last=False)  # the least recently freed
+            if block in self.key_of:  # its old contents are lost: unregister them
+                del self.cached[self.key_of.pop(block)]
+            self.refs[block] = 1
+            seq.blocks.append(block)
 
     def shrink(self, seq: _Sequence, keep: int) -> None:
-        """Keep the blocks of the first `keep` cached tokens; hand the rest back."""
+        """Keep the blocks of the first `keep` cached tokens; hand the rest back, last first."""
         kept = math.ceil(keep / self.block_size)
-        self.free += reversed(seq.blocks[kept:])
+        for block in reversed(seq.blocks[kept:]):
+            self.refs[block] -= 1
+            if self.refs[block] == 0:
+                self.queue[block] = None  # registered or not, it waits at the back
         del seq.blocks[kept:]
+        del seq.keys[kept:]
 
     def release(self, seq: _Sequence) -> None:
         self.shrink(seq, 0)
         seq.cached = seq.draft_cached = 0  # a preempted sequence recomputes what it had
+
+    # -- level 6: prefix caching ---------------------------------------------------------------
+
+    def cached_run(self, seq: _Sequence) -> tuple[list[int], list]:
+        """The registered blocks of its tokens' longest cached run of full blocks (never the
+        block of its newest token, which is fed for its logits), and their keys."""
+        bs, blocks, keys = self.block_size, [], []
+        if not self.sharing:
+            return blocks, keys
+        for i in range((len(seq.tokens) - 1) // bs):
+            key = (keys[-1] if keys else None, tuple(seq.tokens[i * bs : (i + 1) * bs]))
+            if key not in self.cached:
+                break
+            keys.append(key)
+            blocks.append(self.cached[key])
+        return blocks, keys
+
+    def join(self, seq: _Sequence, budget: float) -> int | None:
+        """Admit `seq` with its cached run if its row fits within `budget` tokens and the free
+        blocks; returns the tokens it feeds, or None (nothing changed) when it does not fit."""
+        blocks, keys = self.cached_run(seq)
+        seq.blocks += blocks  # a waiting request holds no block: its cached run comes first
+        seq.cached += len(blocks) * self.block_size
+        seq.draft_cached = seq.cached
+        n = self.plan(seq, budget)
+        reused = sum(block in self.queue for block in blocks)  # free ones it takes back
+        if self.needs(seq) > len(self.queue) - reused:  # it waits: take nothing
+            del seq.blocks[len(seq.blocks) - len(blocks) :]
+            seq.cached -= len(blocks) * self.block_size
+            seq.draft_cached = seq.cached
+            return None
+        for block in blocks:
+            self.queue.pop(block, None)
+            self.refs[block] += 1
+        seq.keys = keys
+        self.grow(seq)
+        return n
+
+    def register(self, seq: _Sequence) -> None:
+        """Register its full blocks whose keys both models hold, so later requests share them."""
+        if not self.sharing:
+            return
+        held = seq.cached if self.draft is None else min(seq.cached, seq.draft_cached)
+        bs = self.block_size
+        for i in range(len(seq.keys), held // bs):
+            key = (seq.keys[-1] if seq.keys else None, tuple(seq.tokens[i * bs : (i + 1) * bs]))
+            seq.keys.append(key)
+            if key not in self.cached and seq.blocks[i] not in self.key_of:
+                self.cached[key] = seq.blocks[i]
+                self.key_of[seq.blocks[i]] = key
 
     # -- one packed call -----------------------------------------------------------------------
 
@@ -257,19 +336,20 @@ class _Engine:
 
     def step(self, batch: list[_Sequence], now: int) -> None:
         proposed = {seq: [] for seq in batch}
-        if self.draft is not None:  # the draft proposes, one batched call per draft token
-            for i in range(max(self.proposals(seq) for seq in batch)):
-                rows = [s for s in batch if self.proposals(s) > i]
-                feeds = [
-                    (s, (s.tokens + proposed[s])[s.draft_cached :], s.draft_cached) for s in rows
-                ]
-                logits = self.call(self.draft, feeds)
-                for (seq, fed, _), out in zip(feeds, logits, strict=True):
-                    seq.draft_cached += len(fed)
-                    proposed[seq].append(int(out[-1].argmax()))
-        feeds = [(s, (s.tokens + proposed[s])[s.cached :], s.cached) for s in batch]
+        for i in range(max(seq.propose for seq in batch)):  # one batched draft call per position
+            rows = [s for s in batch if s.propose > i]
+            feeds = [(s, (s.tokens + proposed[s])[s.draft_cached :], s.draft_cached) for s in rows]
+            logits = self.call(self.draft, feeds)
+            for (seq, fed, _), out in zip(feeds, logits, strict=True):
+                seq.draft_cached += len(fed)
+                proposed[seq].append(int(out[-1].argmax()))
+        feeds = [(s, s.tokens[s.cached : s.cached + s.feed] + proposed[s], s.cached) for s in batch]
         logits = self.call(self.model, feeds)  # the target verifies every row's proposals at once
         for seq, out in zip(batch, logits, strict=True):
+            if seq.feed < seq.pending:  # level 5: a chunk of a prefill, no token yet
+                seq.cached += seq.feed
+                self.register(seq)
+                continue
             m = len(proposed[seq])
             best = out[-(m + 1) :].argmax(dim=-1).tolist()  # the target's choice after each prefix
             j = 0
@@ -282,6 +362,7 @@ class _Engine:
             seq.cached = len(seq.tokens) - 1
             seq.draft_cached = min(seq.draft_cached, len(seq.tokens) - 1)
             self.shrink(seq, seq.cached)
+            self.register(seq)
             if seq.first_token is None:
                 seq.first_token = now
             if seq.done:
@@ -290,14 +371,20 @@ class _Engine:
 
 @torch.no_grad()
 def serve(
-    model, requests, *, max_batch_size=32, kv_blocks=None, block_size=16, draft=None, k=4
-) -> list[Completion]:
+    model, requests, *, max_batch_size=32, kv_blocks=None, block_size=16, draft=None, k=4,
+    max_tokens_per_step=None, prefix_caching=False,
+) -> list[Completion]:  # fmt: skip
     """Greedy answers to `requests`, each equal to decoding it alone, on the batching clock."""
     queue = _check(model, requests, max_batch_size, kv_blocks, block_size, draft, k)
+    if max_tokens_per_step is not None:
+        _check_int("max_tokens_per_step", max_tokens_per_step, 1)
+    if type(prefix_caching) is not bool:
+        raise ValueError(f"prefix_caching: expected True or False, got {prefix_caching!r}")
     if kv_blocks is None:  # room for everybody at once
         total = [len(s.tokens) + s.request.max_new_tokens - 1 for s in queue]
         kv_blocks = max(1, sum(math.ceil(t / block_size) for t in total))
-    engine = _Engine(model, draft, kv_blocks, block_size, k)
+    engine = _Engine(model, draft, kv_blocks, block_size, k, prefix_caching)
+    per_step = math.inf if max_tokens_per_step is None else max_tokens_per_step
     arrivals, waiting, running = list(queue), [], []  # waiting by arrival; running by admission
     now = 0
     while arrivals or waiting or running:
@@ -306,22 +393,29 @@ def serve(
         if not waiting and not running:
             now = arrivals[0].request.arrival  # idle until somebody arrives
             continue
-        for seq in list(running):  # the running first, oldest first
-            while seq in running and engine.needs(seq) > len(engine.free):
-                victim = running.pop()  # preempt the most recently admitted
+        batch, budget = [], per_step
+        for seq in list(running):  # the running first, oldest admitted first
+            if seq not in running or budget == 0:
+                continue
+            engine.plan(seq, budget)
+            while engine.needs(seq) > len(engine.queue):  # preempt the latest admitted
+                victim = running.pop()
                 engine.release(victim)
                 waiting = sorted(waiting + [victim], key=lambda s: s.key)
+                if victim is seq:
+                    break
             if seq in running:
                 engine.grow(seq)
-        while (
-            waiting
-            and len(running) < max_batch_size
-            and engine.needs(waiting[0]) <= len(engine.free)
-        ):
-            seq = waiting.pop(0)  # first come, first served
-            engine.grow(seq)
-            running.append(seq)
-        engine.step(running, now)
+                batch.append(seq)
+                budget -= seq.feed + seq.propose
+        while waiting and len(running) < max_batch_size and budget > 0:
+            n = engine.join(waiting[0], budget)  # first come, first served
+            if n is None:
+                break
+            running.append(waiting.pop(0))
+            batch.append(running[-1])
+            budget -= n
+        engine.step(batch, now)
         for seq in [s for s in running if s.done]:  # they leave at once
             running.remove(seq)
             engine.release(seq)

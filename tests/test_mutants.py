@@ -25,14 +25,14 @@ MUTANTS = all_mutants()
 IDS = [f"{p.parent.name}/{p.stem}" for p in MUTANTS]
 # The least each kata's corpus holds: the bugs learners are known to make.
 MINIMUM = {
-    "batching": 39,
+    "batching": 40,
     "context_extension": 43,
     "efficient_attention": 63,
     "flash_attention": 48,
     "kv_cache": 70,
     "moe": 53,
     "speculative_decoding": 55,
-    "serving": 45,
+    "serving": 59,
 }
 DEFAULT_MINIMUM = 12
 

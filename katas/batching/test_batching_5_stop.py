@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from grading.judge.errors import BadCall, assert_value_error
 from katas.batching.cases import (
+    MAX_SEQ_LEN,
     VOCAB,
     Limits,
     StopRequest,
@@ -319,3 +320,39 @@ def stop_errors() -> list[BadCall]:
 @pytest.mark.parametrize("bad", stop_errors(), ids=str)
 def test_stop_bad_input_raises_value_error(impl, bad):
     assert_value_error(bad, impl, match="stop")
+
+
+def length_errors() -> list[BadCall]:
+    """Requests too long for the model's context, or for kv_blocks alone, counted with
+    max_new_tokens: each stops on its very first new token, which would have ended it in time."""
+    long_prompt = [(7 * i) % VOCAB for i in range(MAX_SEQ_LEN)]
+    first_long = solo(tuple(long_prompt), 1)[0]
+    short_prompt = [3, 14, 15, 9]
+    first_short = solo(tuple(short_prompt), 1)[0]
+    too_long = {
+        name: (lambda impl, run=run: run(impl, [impl.Request(1, long_prompt, 2, 0, (first_long,))]))
+        for name, run in STOP_STRATEGIES.items()
+    }
+    calls = [
+        BadCall(f"{name} with a prompt of {MAX_SEQ_LEN} tokens, max_new_tokens 2, stop on its "
+                "first new token", "max_seq_len", call)
+        for name, call in too_long.items()
+    ]  # fmt: skip
+    calls.append(
+        BadCall(
+            "continuous_batching(model, [Request(1, [3, 14, 15, 9], 3, 0, stop=(its first new "
+            "token,))], 1, kv_blocks=1, block_size=4)",
+            "kv_blocks",
+            lambda impl: impl.continuous_batching(
+                shared_model(), [impl.Request(1, short_prompt, 3, 0, (first_short,))], 1,
+                kv_blocks=1, block_size=4,
+            ),
+        )
+    )  # fmt: skip
+    return calls
+
+
+@pytest.mark.parametrize("bad", length_errors(), ids=str)
+def test_lengths_are_checked_for_max_new_tokens_whatever_stop_says(impl, bad):
+    """A stop may never come: the length and block checks count max_new_tokens."""
+    assert_value_error(bad, impl, match=bad.why)

@@ -34,6 +34,8 @@ Bad input raises ValueError naming the argument:
   tensor, None or a bare int is refused; level 4): the message names the request and `stop`;
 - len(prompt) + max_new_tokens - 1 > max_seq_len of the model (or of the draft);
 - max_batch_size, kv_blocks, block_size or k < 1 (k even without a draft);
+- max_tokens_per_step not None or an int >= 1 (a bool or a float is refused; level 5);
+- prefix_caching not True or False (level 6);
 - a request that cannot fit in kv_blocks even alone:
   ceil((len(prompt) + max_new_tokens - 1) / block_size) > kv_blocks;
 - a draft whose vocab_size differs from the model's;
@@ -83,12 +85,13 @@ def moe_feed_forward(moe, x: torch.Tensor) -> torch.Tensor:
     raise NotImplementedError("level 1: moe_feed_forward is not implemented yet")
 
 
-# Levels 2, 3 and 4: the engine
+# Levels 2 to 6: the engine
 
 
 def serve(
-    model, requests, *, max_batch_size=32, kv_blocks=None, block_size=16, draft=None, k=4
-) -> list[Completion]:
+    model, requests, *, max_batch_size=32, kv_blocks=None, block_size=16, draft=None, k=4,
+    max_tokens_per_step=None, prefix_caching=False,
+) -> list[Completion]:  # fmt: skip
     """Answer `requests` with continuous batching over a paged KV cache, grouped experts and,
     given a `draft` model, speculative decoding. Returns one Completion per request, in the
     order of `requests`.
@@ -130,8 +133,30 @@ def serve(
     one and nothing past it is kept; the draft proposes min(k, tokens still needed - 1) as
     before, counted from max_new_tokens. The length and block checks stay on max_new_tokens (a
     stop may never come). Without stop tokens every step is as in levels 2 and 3.
+
+    Level 5 (chunked prefill). `max_tokens_per_step` (None: no cap) caps the tokens of every
+    target call, proposals included. Each step the running requests come first, oldest admitted
+    first, then arrived requests join in arrival order while a slot, budget and blocks are left;
+    each row feeds min(pending, budget left) of its pending tokens (its newest, or what is left
+    of its prompt or recompute), so a long prompt is fed in chunks, each where the last ended,
+    and its first token comes from the call of its last chunk. No budget is left unused while a
+    running request has pending tokens or an arrived request could join. With a draft, a row
+    whose pending tokens all fit gets min(k, tokens still needed - 1, budget left after them)
+    proposals; a chunk gets none; the draft's own calls are not capped. Preemption as in level
+    2, a chunk never shrunk to fit the free blocks.
+
+    Level 6 (prefix caching). With prefix_caching=True, full blocks are shared between requests
+    as in the kv_cache kata's PrefixCache: a full block is registered under the chained key
+    (key of the block before it, its block_size tokens) once the target (and the draft, given
+    one) holds all its tokens; a request that joins or rejoins takes the registered blocks of its
+    tokens' longest run of full blocks, never the block of its newest token, and feeds only the
+    tokens past them. A freed block keeps its contents and key until the pool needs it: free
+    blocks go least recently freed first (never-used ones before any). A block another request
+    holds is never written; kv_blocks counts a shared block once.
     """
     # TODO(level 2): a paged KV pool, a scheduler, one forward_packed call per step
     # TODO(level 3): draft proposals in batched calls, one verifying call, rollback
     # TODO(level 4): end a request at its first new stop token (kept), freeing its blocks
+    # TODO(level 5): a token budget per step: rows of min(pending, budget left), prompts in chunks
+    # TODO(level 6): share full blocks by chained key; a joining request feeds past its cached run
     raise NotImplementedError("level 2: serve is not implemented yet")

@@ -14,6 +14,7 @@ from grading.model.naive import naive_serve
 from grading.model.workload import WorkloadRequest
 from katas.serving.cases import (
     DRAFTS,
+    MAX_SEQ_LEN,
     VOCAB,
     as_requests,
     budgets,
@@ -181,12 +182,14 @@ def test_with_room_and_a_draft_a_request_stops_in_the_round_of_its_stop_token(im
         draft=draft(kind), k=k,
     )  # fmt: skip
     check_stopped_completions(out, specs, stop)
+    proposed = 0  # draft rows: one per proposal, in the rounds up to the stop
     for got, spec, ids in zip(out, specs, stop, strict=True):
         n = len(stopped_answer(spec, ids))
         plan = solo_rounds(kind, tuple(spec.prompt), spec.max_new_tokens, k)
         done, r = 0, 0
         while done < n:  # round r commits plan[r].kept + 1 tokens
             done, r = done + plan[r].kept + 1, r + 1
+            proposed += len(plan[r - 1].proposals)
         want = (spec.arrival, spec.arrival + r - 1)
         assert (got.first_token, got.finished) == want, (
             f"request {spec.id} (arrival {spec.arrival}, max_new_tokens {spec.max_new_tokens}, "
@@ -195,6 +198,40 @@ def test_with_room_and_a_draft_a_request_stops_in_the_round_of_its_stop_token(im
             f"{(got.first_token, got.finished)}. Each step is one round, as without stop "
             "tokens; the round that commits the stop token ends the request"
         )
+    rows = sum(len(call.rows) for call in draft(kind).batch_log)
+    assert rows == proposed, (
+        f"the draft's calls held {rows} rows; its rounds up to each stop propose {proposed} "
+        f"tokens (k={k}), one row each. The draft proposes min(k, tokens still needed - 1) "
+        "counted from max_new_tokens, whatever it drafts: where a stop comes is known only "
+        "once the target has verified it"
+    )
+
+
+@pytest.mark.parametrize("at", [0, 1, 2])
+def test_a_stopped_request_frees_its_blocks_while_another_runs(impl, at):
+    """Request A decodes in one block all along; B stops at its new token number `at` + 1; C
+    waits for blocks. With kv_blocks=3 of 4 tokens, C joins in the step after B stops: B's
+    blocks are free in the step of its stop token even though A keeps running."""
+    b_prompt = [3, 14, 15, 9, 26]
+    stop = (solo(tuple(b_prompt), 4)[at],)
+    specs = [
+        WorkloadRequest(2, [1], 4, 0),
+        WorkloadRequest(0, b_prompt, 4, 0),
+        WorkloadRequest(1, [7, 7, 1, 2, 5], 4, 0),
+    ]
+    stops_given = [(), stop, ()]
+    out, log = run(
+        impl.serve, target(), as_requests(impl, specs, stops_given), kv_blocks=3, block_size=4
+    )
+    check_stopped_completions(out, specs, stops_given)
+    check_memory(log, 32, 3, 4)
+    b, c = out[1], out[2]
+    assert c.first_token == b.finished + 1, (
+        f"request {b.id} stopped at step {b.finished} (stop {stop}); request {c.id}, waiting "
+        f"for 2 of the 3 blocks since step 0, joined at step {c.first_token}, expected "
+        f"{b.finished + 1}: a stopped request hands its blocks back in the step of its stop "
+        f"token, whoever else is running (request {out[0].id} holds the third block)"
+    )
 
 
 def test_stopped_serve_matches_naive_serve_on_a_chat_workload(impl):
@@ -249,3 +286,26 @@ BAD_CALLS = [
 @pytest.mark.parametrize("bad", BAD_CALLS, ids=str)
 def test_stop_bad_input_raises_value_error(impl, bad):
     assert_value_error(bad, impl, match="stop")
+
+
+def _stopping_at_once(prompt: list[int], max_new_tokens: int, **kwargs):
+    first = solo(tuple(prompt), 1)[0]  # its first new token ends it, were it served
+    return lambda impl: impl.serve(
+        target(), [impl.Request(1, prompt, max_new_tokens, 0, stop=(first,))], **kwargs
+    )
+
+
+LENGTH_CALLS = [
+    BadCall(f"serve(model, [Request(1, a prompt of {MAX_SEQ_LEN} tokens, 2, 0, stop=(its first "
+            "new token,))])", "max_seq_len",
+            _stopping_at_once([(7 * i) % VOCAB for i in range(MAX_SEQ_LEN)], 2)),
+    BadCall("serve(model, [Request(1, [3, 14, 15, 9], 3, 0, stop=(its first new token,))], "
+            "kv_blocks=1, block_size=4)", "kv_blocks",
+            _stopping_at_once([3, 14, 15, 9], 3, kv_blocks=1, block_size=4)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("bad", LENGTH_CALLS, ids=str)
+def test_lengths_are_checked_for_max_new_tokens_whatever_stop_says(impl, bad):
+    """A stop may never come: the length and block checks count max_new_tokens."""
+    assert_value_error(bad, impl, match=bad.why)

@@ -10,8 +10,7 @@ CAUGHT_BY = [
 ]
 EDITS = [
     (
-        "            and len(running) < max_batch_size\n"
-        "            and engine.needs(waiting[0]) <= len(engine.free)\n",
-        "            and len(running) < max_batch_size\n",
+        "if self.needs(seq) > len(self.queue) - reused:",
+        "if len(self.queue) == 0:  # a free block is room enough",
     ),
 ]

@@ -7,7 +7,7 @@ writes their keys before deciding, so the verifying call needs slots for them to
 CAUGHT_BY = ["test_speculative_serve_tokens_equal_naive_serve_within_every_budget"]
 EDITS = [
     (
-        "        fed_to = len(seq.tokens) + self.proposals(seq)\n",
-        "        fed_to = len(seq.tokens)\n",
+        "        fed_to = seq.cached + seq.feed + seq.propose\n",
+        "        fed_to = seq.cached + seq.feed\n",
     ),
 ]

@@ -8,7 +8,7 @@ set the pace of every step.
 CAUGHT_BY = ["test_with_room_each_request_takes_the_rounds_its_draft_earns"]
 EDITS = [
     (
-        "                logits = self.call(self.draft, feeds)\n",
-        "                logits = [self.call(self.draft, [f])[0] for f in feeds]\n",
+        "            logits = self.call(self.draft, feeds)\n",
+        "            logits = [self.call(self.draft, [f])[0] for f in feeds]\n",
     ),
 ]

@@ -13,8 +13,8 @@ EDITS = [
         "    while arrivals or waiting or running:\n",
     ),
     (
-        "            and len(running) < max_batch_size\n",
-        "            and len(running) + len(leaving) < max_batch_size\n",
+        "        while waiting and len(running) < max_batch_size and budget > 0:\n",
+        "        while waiting and len(running) + len(leaving) < max_batch_size and budget > 0:\n",
     ),
     (
         "        for seq in [s for s in running if s.done]:  # they leave at once\n",

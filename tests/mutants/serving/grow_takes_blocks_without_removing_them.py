@@ -11,8 +11,9 @@ CAUGHT_BY = [
 ]
 EDITS = [
     (
-        "        seq.blocks += [self.free.pop() for _ in range(self.needs(seq))]\n",
-        "        n = self.needs(seq)\n"
-        "        seq.blocks += self.free[len(self.free) - n :][::-1]\n",
+        "        for _ in range(self.needs(seq)):\n"
+        "            block, _ = self.queue.popitem(last=False)  # the least recently freed\n",
+        "        for i in range(self.needs(seq)):\n"
+        "            block = list(self.queue)[i]  # looked at, left in the free queue\n",
     ),
 ]

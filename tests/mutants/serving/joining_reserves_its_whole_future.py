@@ -8,8 +8,8 @@ stand free for tokens that do not exist yet.
 CAUGHT_BY = ["test_requests_join_while_their_prompts_blocks_are_free"]
 EDITS = [
     (
-        "        fed_to = len(seq.tokens) + self.proposals(seq)\n",
-        "        fed_to = len(seq.tokens) + self.proposals(seq)\n"
+        "        fed_to = seq.cached + seq.feed + seq.propose\n",
+        "        fed_to = seq.cached + seq.feed + seq.propose\n"
         "        if not seq.blocks:  # joining: reserve for everything it may ever hold\n"
         "            whole = len(seq.request.prompt) + seq.request.max_new_tokens - 1\n"
         "            fed_to = max(fed_to, whole)\n",

@@ -5,4 +5,9 @@ more rows than the batch may hold.
 """
 
 CAUGHT_BY = ["test_serve_tokens_equal_naive_serve_within_every_budget"]
-EDITS = [("            and len(running) < max_batch_size\n", "")]
+EDITS = [
+    (
+        "        while waiting and len(running) < max_batch_size and budget > 0:\n",
+        "        while waiting and budget > 0:\n",
+    )
+]

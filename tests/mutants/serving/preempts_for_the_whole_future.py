@@ -8,9 +8,9 @@ request's next step needs are free, and they recompute for nothing.
 CAUGHT_BY = ["test_a_preempted_request_rejoins_with_every_token_it_had"]
 EDITS = [
     (
-        "            while seq in running and engine.needs(seq) > len(engine.free):\n",
+        "            while engine.needs(seq) > len(engine.queue):  # preempt the latest admitted\n",
         "            future = len(seq.request.prompt) + seq.request.max_new_tokens - 1\n"
         "            future = math.ceil(future / engine.block_size) - len(seq.blocks)\n"
-        "            while seq in running and max(future, engine.needs(seq)) > len(engine.free):\n",
+        "            while max(future, engine.needs(seq)) > len(engine.queue):\n",
     ),
 ]

@@ -8,8 +8,8 @@ and they need KV blocks the request was never promised.
 CAUGHT_BY = ["test_speculative_serve_tokens_equal_naive_serve_within_every_budget"]
 EDITS = [
     (
-        "        return 0 if self.draft is None else min(self.k, left - 1)",
-        "        return 0 if self.draft is None else self.k",
+        "            seq.propose = min(self.k, left - 1, budget - seq.feed)\n",
+        "            seq.propose = min(self.k, budget - seq.feed)\n",
     ),
     (
         "            seq.tokens += proposed[seq][:j] + [best[j]]\n",

@@ -14,12 +14,12 @@ EDITS = [
         "    while arrivals or waiting or running:\n",
     ),
     (
-        "        engine.step(running, now)\n"
+        "        engine.step(batch, now)\n"
         "        for seq in [s for s in running if s.done]:  # they leave at once\n"
         "            running.remove(seq)\n"
         "            engine.release(seq)\n",
-        "        if running:\n"
-        "            engine.step(running, now)\n"
+        "        if batch:\n"
+        "            engine.step(batch, now)\n"
         "        for seq in stopped:\n"
         "            engine.release(seq)\n"
         "        stopped = [s for s in running if s.stopped]\n"
