@@ -85,12 +85,15 @@ def tiny_serving(monkeypatch):
 
 def test_serving_benchmark_gives_greedy_decodings_tokens(pair, tmp_path, tiny_serving):
     impl = load_impl("serving", "reference")
-    results, mixture, shared, trained = serving.measure(
-        impl, 4, repeats=1, device="cpu", folder=pair
+    results, mixture, shared, long, trained = serving.measure(
+        impl, 6, repeats=1, device="cpu", folder=pair
     )
     sections = {r.variant.section for r in results}
-    assert sections == {"ladder", "switched off", "transformers", "shared prefix", "trained pair"}
-    served = {"trained pair": trained, "shared prefix": shared}
+    assert sections == {
+        "ladder", "switched off", "transformers", "shared prefix", "long prompts", "trained pair"
+    }  # fmt: skip
+    assert sum(len(r.prompt) == serving.LONG_PROMPT for r in long.requests) == 1
+    served = {"trained pair": trained, "shared prefix": shared, "long prompts": long}
     for r in results:
         s = served.get(r.variant.section, mixture)
         expected = [
@@ -101,11 +104,12 @@ def test_serving_benchmark_gives_greedy_decodings_tokens(pair, tmp_path, tiny_se
     naive = next(r for r in results if r.variant == serving.NAIVE)
     assert naive.latency.tpot == (1.0, 1.0), "naive_serve makes one token per step"
     assert naive.latency.ttft[0] >= 1 and naive.latency.step_s > 0
-    text = serving.report(results, mixture, shared, trained, pair, "python -m ...", "cpu")
-    for variant in serving.VARIANTS + serving.PAIR:
+    text = serving.report(results, mixture, shared, long, trained, pair, "python -m ...", "cpu")
+    for variant in serving.VARIANTS + serving.PAIR + serving.SHARED[-1:] + serving.LONG:
         assert f"| {variant.name} |" in text, f"{variant.name} is missing from the report"
-    assert text.count("| TTFT p50, steps |") == 3, "a latency table per workload"
-    assert "shared_prefix_workload(4, seed=0, n_prefixes=4, prefix_len=64" in text
+    assert text.count("| TTFT p50, steps |") == 4, "a latency table per workload"
+    assert "shared_prefix_workload(6, seed=0, n_prefixes=4, prefix_len=64" in text
+    assert "- Prefix caching: the target read" in text and "- Chunked prefill: TPOT p99" in text
     serving.plot(results, tmp_path / "serving_cpu.png", "cpu")
     assert (tmp_path / "serving_cpu.png").stat().st_size > 0
 
@@ -140,8 +144,25 @@ def test_latency_counts_the_step_that_made_the_first_token():
     assert [latency.tpot_steps(c) for c in done] == [1.0, None, 0.5]
     got = latency.latency(done, step_s=0.01)
     assert got.ttft == (4, pytest.approx(9.88)) and got.tpot == (0.75, pytest.approx(0.995))
-    assert got.seconds(got.ttft[0]) == pytest.approx(0.04)
+    assert got.ttft_s[0] == pytest.approx(0.04), "without call times: steps x step_s"
     assert latency.percentile([3, 1, 2], 50) == 2 and latency.percentile([5], 99) == 5
+
+
+def test_latency_in_seconds_runs_on_each_steps_own_time():
+    """Given each target call's time, a step lasts as long as its call: a long step (a prompt
+    prefilled whole) delays every request in it; idle steps take no time."""
+    done = [
+        Completion(0, [1, 2, 3], arrival=0, first_token=0, finished=2),
+        Completion(1, [4], arrival=1, first_token=3, finished=3),
+        Completion(2, [5, 6], arrival=6, first_token=6, finished=7),  # steps 4 and 5 idle
+    ]
+    got = latency.latency(done, step_s=99.0, call_seconds=[1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    # steps 0, 1, 2, 3, 6, 7 end at 1, 3, 6, 10, 15, 21 seconds
+    assert latency.step_ends(done, [1.0] * 6) == {0: 1, 1: 2, 2: 3, 3: 4, 6: 5, 7: 6}
+    assert got.ttft_s == (5.0, pytest.approx(8.92))  # of 1 - 0, 10 - 1, 15 - 10
+    assert got.tpot_s == (pytest.approx(4.25), pytest.approx(5.965))  # of (6 - 1) / 2, 21 - 15
+    fallback = latency.latency(done, step_s=0.5, call_seconds=[1.0, 2.0])  # not one per step
+    assert fallback.ttft_s == tuple(0.5 * t for t in fallback.ttft)
 
 
 def test_reports_name_the_repositorys_files_relative_to_it(tmp_path):

@@ -11,9 +11,10 @@ A `Completion` says when its request arrived, the step whose call produced its f
 
 Each is summarised by its 50th and 99th percentiles over the requests of a run, interpolated
 linearly between the sorted values (NumPy's default; with a dozen requests p99 is nearly the
-largest). Seconds are steps times the run's seconds per step: its median wall-clock time over
-its target calls (one per step that runs anything), so every step of a run counts as long as
-its average one.
+largest). In seconds, each on the run's own clock: given each target call's wall-clock time
+(one call per step that runs anything, in order), a step lasts as long as its call, so a step
+that prefills a long prompt is a long step for every request in it; without them, every step
+counts as the run's average one (its wall-clock time over its target calls).
 """
 
 from __future__ import annotations
@@ -28,10 +29,10 @@ DEFINITIONS = (
     "(new tokens - 1) steps, the steps from its first new token to its last per token after "
     "the first, over the requests with at least 2 new tokens. p50 and p99: percentiles over the "
     "requests of the counted run, linear between the sorted values (over a dozen requests p99 "
-    "is nearly the largest). Seconds: steps × the run's seconds per step (ms / step: the median "
-    "wall-clock time of its timed runs over its target calls, one per step that runs anything); "
-    "every step of a run counts as long as its average one, so a run that commits one token per "
-    "step has one TPOT in seconds for all its requests."
+    "is nearly the largest). Seconds: on the run's own clock, each step as long as its target "
+    "call took in the median timed run (one call per step that runs anything), the arrivals on "
+    "the step clock: a step that prefills a long prompt is long for every request in it. ms / "
+    "step: that run's wall-clock time over its target calls."
 )
 P99 = dict(alpha=0.5, hatch="//")  # how the picture draws p99 beside p50
 
@@ -60,25 +61,51 @@ def percentile(values: list[float], q: float) -> float:
 
 @dataclass(frozen=True)
 class Latency:
-    """One run's TTFT and TPOT, (p50, p99) in steps, and its seconds per step."""
+    """One run's TTFT and TPOT, (p50, p99) in steps and in seconds, and its seconds per step."""
 
     ttft: tuple[float, float]
     tpot: tuple[float, float] | None  # None: no request had 2 or more new tokens
     step_s: float
+    ttft_s: tuple[float, float]
+    tpot_s: tuple[float, float] | None
 
-    def seconds(self, steps: float) -> float:
-        return steps * self.step_s
+
+def step_ends(completions: list, call_seconds: list[float]) -> dict[int, float] | None:
+    """{step: seconds from the run's start to the end of that step}: the busy steps (those from
+    some request's arrival to its last token) in order, each as long as its call; idle steps
+    take no time. None when the calls do not match the busy steps one to one."""
+    busy = sorted({t for c in completions for t in range(c.arrival, c.finished + 1)})
+    if len(busy) != len(call_seconds):
+        return None
+    ends, clock = {}, 0.0
+    for step, took in zip(busy, call_seconds, strict=True):
+        clock += took
+        ends[step] = clock
+    return ends
 
 
-def latency(completions: list, step_s: float) -> Latency:
-    """TTFT and TPOT of `completions`, served at `step_s` seconds per step."""
+def _summary(values: list[float]) -> tuple[float, float] | None:
+    return (percentile(values, 50), percentile(values, 99)) if values else None
+
+
+def latency(completions: list, step_s: float, call_seconds: list[float] | None = None) -> Latency:
+    """TTFT and TPOT of `completions`: in steps, and in seconds on the clock of `call_seconds`
+    (each target call's wall-clock time, in order) or, without them, at `step_s` per step."""
     ttft = [ttft_steps(c) for c in completions]
     tpot = [t for t in map(tpot_steps, completions) if t is not None]
-    return Latency(
-        (percentile(ttft, 50), percentile(ttft, 99)),
-        (percentile(tpot, 50), percentile(tpot, 99)) if tpot else None,
-        step_s,
-    )
+    ends = None if call_seconds is None else step_ends(completions, call_seconds)
+    if ends is None:
+        ttft_s = [t * step_s for t in ttft]
+        tpot_s = [t * step_s for t in tpot]
+    else:
+        started = {s: ends[s] - took for s, took in zip(sorted(ends), call_seconds, strict=True)}
+        ttft_s = [ends[c.first_token] - started[c.arrival] for c in completions]
+        tpot_s = [
+            (ends[c.finished] - ends[c.first_token]) / (len(c.tokens) - 1)
+            for c in completions
+            if len(c.tokens) >= 2
+        ]
+    return Latency(_summary(ttft), _summary(tpot), step_s, _summary(ttft_s), _summary(tpot_s))
 
 
 def table(rows: list[tuple[str, int, float, Latency | None]]) -> list[str]:
@@ -96,9 +123,9 @@ def table(rows: list[tuple[str, int, float, Latency | None]]) -> list[str]:
         tpot, tpot_ms = ("—", "—"), ("—", "—")
         if lat.tpot is not None:
             tpot = tuple(f"{t:.2f}" for t in lat.tpot)
-            tpot_ms = tuple(f"{lat.seconds(t) * 1e3:.3g}" for t in lat.tpot)
+            tpot_ms = tuple(f"{t * 1e3:.3g}" for t in lat.tpot_s)
         ttft = tuple(f"{t:,.1f}" for t in lat.ttft)
-        ttft_s = tuple(f"{lat.seconds(t):.3g}" for t in lat.ttft)
+        ttft_s = tuple(f"{t:.3g}" for t in lat.ttft_s)
         lines.append(
             f"| {name} | {requests} | {rate:,.0f} | {lat.step_s * 1e3:.1f} | {' | '.join(ttft)} | "
             f"{' | '.join(tpot)} | {' | '.join(ttft_s)} | {' | '.join(tpot_ms)} |"
@@ -113,8 +140,8 @@ def draw(ax, latencies: list[Latency | None], what: str, colours: list) -> None:
     for shift, q, style in ((-0.2, 0, {}), (0.2, 1, P99)):
         heights = []
         for lat in latencies:
-            pair = None if lat is None else getattr(lat, what)
-            heights.append(math.nan if pair is None else lat.seconds(pair[q]) * scale)
+            pair = None if lat is None else getattr(lat, f"{what}_s")
+            heights.append(math.nan if pair is None else pair[q] * scale)
         x = [i + shift for i in range(len(latencies))]
         bars = ax.bar(x, heights, 0.4, color=colours, **style)
         ax.bar_label(bars, fmt="%.3g", fontsize=6, rotation=90, padding=2)

@@ -25,8 +25,12 @@ The mixture: the shipped mixture-of-experts model, random weights, random prompt
 
 The mixture again on a shared-prefix workload (`shared_prefix_workload`: arrivals and output
 lengths drawn as above, each prompt one of 4 system prompts of 64 tokens and a tail of 4-16 of
-its own): naive_serve and the engine variants, no transformers. The engine has no prefix caching
-yet; this is the workload where such an option will be measured.
+its own): naive_serve and the engine variants, no transformers, and `serve` with
+prefix_caching=True, which reads each system prompt's full blocks once.
+
+The mixture again on a workload with long prompts (the shipped one, every sixth prompt made 192
+tokens long): `serve` with and without chunked prefill (max_tokens_per_step=64), where the time
+per output token of the requests that decode while a long prompt is read is what changes.
 
 The trained pair (`python -m grading.model.train`, --models): speculative decoding pays only when
 the draft usually guesses the target's next token, which no random draft does. So it is measured on
@@ -53,8 +57,8 @@ in the target's and the draft's layers. The draft's acceptance rate comes from t
 
 Latency beside throughput, for every variant on the step clock (naive_serve and the engine; not
 transformers, which ignore arrivals and keep no clock): time to first token and time per output
-token, p50 and p99 over the requests of the counted run, in steps and in seconds (steps x the
-run's seconds per step); `grading/model/latency.py` defines them.
+token, p50 and p99 over the requests of the counted run, in steps and in seconds (each step as
+long as its target call took in the median timed run); `grading/model/latency.py` defines them.
 
 Optional packages: without transformers the transformers rows are skipped, without matplotlib
 the picture; each says so in a line. The tables are printed before the picture is drawn.
@@ -111,6 +115,9 @@ GPU_WORKLOAD = dict(rate=2.0, scale=0.25)
 # A chat service with a few system prompts: arrivals and output lengths drawn as in the workload
 # above, each prompt one of 4 prefixes of 64 tokens and a short tail of its own.
 SHARED_PREFIX = dict(n_prefixes=4, prefix_len=64, tail=(4, 16))
+# Long prompts among short ones: every LONG_EVERY-th prompt of the shipped workload made
+# LONG_PROMPT tokens long, and the step budget that chunked prefill gives `serve` against them.
+LONG_PROMPT, LONG_EVERY, CHUNK = 192, 6, 64
 SEED = 0
 MAX_BATCH = 32
 K = 4  # draft tokens per round on the trained pair
@@ -153,6 +160,8 @@ class Variant:
     batch: int = MAX_BATCH  # max_batch_size
     dense: bool = False  # every expert on every token (DenseExperts)
     speculative: bool = False  # with the draft
+    chunk: int | None = None  # max_tokens_per_step
+    prefix_caching: bool = False
 
     @property
     def alone(self) -> bool:
@@ -179,7 +188,13 @@ TRANSFORMERS = [
     Variant("transformers generate, dynamic cache", "transformers", runner="dynamic"),
     Variant("transformers generate_batch (continuous)", "transformers", runner="continuous"),
 ]
-SHARED = [dataclasses.replace(v, section="shared prefix") for v in VARIANTS]
+SHARED = [dataclasses.replace(v, section="shared prefix") for v in VARIANTS] + [
+    Variant("+ prefix caching", "shared prefix", prefix_caching=True)
+]
+LONG = [
+    Variant("serve", "long prompts"),
+    Variant(f"+ chunked prefill, {CHUNK} tokens a step", "long prompts", chunk=CHUNK),
+]
 PAIR_NAIVE = Variant("naive_serve", "trained pair", runner="naive")
 PAIR_SERVE = Variant("serve", "trained pair")
 PAIR = [
@@ -203,6 +218,10 @@ def clocked(impl, variant: Variant, target, draft=None, k: int = K):
     if variant.runner == "naive":
         return lambda requests: naive_serve(target, requests)
     options = dict(max_batch_size=variant.batch)
+    if variant.chunk is not None:
+        options.update(max_tokens_per_step=variant.chunk)
+    if variant.prefix_caching:
+        options.update(prefix_caching=True)
     if draft is not None:
         options.update(draft=draft, k=k)
     return lambda requests: impl.serve(target, requests, **options)
@@ -263,6 +282,19 @@ def shared_prefix(model: TinyLlama, n_requests: int, impl, large: bool) -> list:
         **(GPU_WORKLOAD if large else CPU_WORKLOAD),
     )
     return [impl.Request(s.id, s.prompt, s.max_new_tokens, s.arrival) for s in specs]
+
+
+def long_prompts(model: TinyLlama, requests: list, impl) -> list:
+    """`requests` with every LONG_EVERY-th prompt made LONG_PROMPT tokens long (random tokens of
+    seed SEED), its max_new_tokens cut to fit the context."""
+    gen = torch.Generator().manual_seed(SEED)
+    out, room = [], model.config.max_seq_len - LONG_PROMPT + 1
+    for i, r in enumerate(requests):
+        if i % LONG_EVERY == LONG_EVERY - 1:
+            prompt = torch.randint(0, model.config.vocab_size, (LONG_PROMPT,), generator=gen)
+            r = impl.Request(r.id, prompt.tolist(), min(r.max_new_tokens, room), r.arrival)
+        out.append(r)
+    return out
 
 
 def trained_pair(folder: Path, device, n_requests: int, impl) -> tuple[TinyLlama, TinyLlama, list]:
@@ -373,6 +405,30 @@ def count_transformers(serve, requests: list, hf, threaded: bool) -> tuple[list,
     )
 
 
+class CallTimer(DenseExperts):
+    """`model` itself (its mixture, logs and all), with the wall-clock time of each call of
+    `forward` or `forward_packed` appended to `times` (the GPU synchronised)."""
+
+    def __init__(self, model: nn.Module, device: str) -> None:
+        super().__init__(model)
+        self.times: list[float] = []
+        self.device = device
+
+    def timed(self, call: Callable[[], object]):
+        synchronize(self.device)
+        start = time.perf_counter()
+        out = call()
+        synchronize(self.device)
+        self.times.append(time.perf_counter() - start)
+        return out
+
+    def forward(self, ids, cache=None):
+        return self.timed(lambda: self.model(ids, cache))
+
+    def forward_packed(self, rows, starts, attention, feed_forward=None):
+        return self.timed(lambda: self.model.forward_packed(rows, starts, attention, feed_forward))
+
+
 def seconds(run: Callable[[], object], device: str) -> float:
     """Wall-clock seconds of `run()` (the GPU synchronised)."""
     synchronize(device)
@@ -413,33 +469,39 @@ def run_all(impl, plan: list[tuple[Variant, Served]], repeats: int, device: str)
     runs = []
     for variant, served in plan:
         subset = served.requests[:ALONE_REQUESTS] if variant.alone else served.requests
+        timer = None
         if variant.clocked:  # out: each request's Completion
             target, proposer = models(variant, served.model, served.draft)
-            serve = clocked(impl, variant, target, proposer)
+            timer = CallTimer(target, device)
+            serve = clocked(impl, variant, timer, proposer)
             out, counts = count(serve, subset, target, proposer)
         else:  # out: each request's tokens
             serve = server(impl, variant, None, hf=served.hf)
             out, counts = count_transformers(
                 serve, subset, served.hf, threaded=variant.runner == "continuous"
             )
-        runs.append((variant, serve, subset, counts, out, []))
+        runs.append((variant, serve, subset, counts, out, [], timer, []))
         name = f"{variant.section}: {variant.name}"
         print(f"counted {name:58} {len(subset):4} requests", flush=True)
     for i in range(repeats):
-        for variant, serve, subset, counts, _, times in runs:
+        for variant, serve, subset, counts, _, times, timer, calls in runs:
+            if timer is not None:
+                timer.times = []
             times.append(seconds(lambda serve=serve, subset=subset: serve(subset), device))
+            calls.append(None if timer is None else timer.times)
             print(
                 f"round {i + 1}/{repeats} {variant.section + ': ' + variant.name:58} "
                 f"{times[-1]:7.2f} s {counts.generated / times[-1]:9.1f} tokens/s",
                 flush=True,
             )
     results = []
-    for variant, _, _, counts, out, times in runs:
+    for variant, _, _, counts, out, times, _, calls in runs:
         median = statistics.median(times)
         tokens, lat = out, None
-        if variant.clocked:  # seconds per step: one target call per step that runs anything
+        if variant.clocked:  # one target call per step that runs anything, each step timed
+            middle = sorted(range(len(times)), key=times.__getitem__)[len(times) // 2]
             tokens = [list(c.tokens) for c in out]
-            lat = latency(out, median / counts.target_calls)
+            lat = latency(out, median / counts.target_calls, calls[middle])
         results.append(Result(variant, counts.generated / median, counts, tokens, lat))
     return results
 
@@ -543,8 +605,34 @@ def latency_rows(rows: list[Result]) -> list[str]:
     return table([(r.variant.name, len(r.tokens), r.tokens_per_s, r.latency) for r in rows])
 
 
-def report(results: list[Result], mixture: Served, shared: Served, pair: Served, folder: Path,
-           command: str, device: str, took: float | None = None) -> str:  # fmt: skip
+def prompt_reads(result: Result) -> int:
+    """Prompt tokens the target read without a draft: what it was fed less each new token but
+    the last (every request's answer is fed once, its last token never)."""
+    return result.counts.target_fed - result.counts.generated + len(result.tokens)
+
+
+def targets(shared: list[Result], long: list[Result]) -> list[str]:
+    """The two latency targets, as measured: prefix caching on the shared-prefix workload and
+    chunked prefill on the long-prompt one."""
+    plain, cached = shared[-2], shared[-1]
+    fewer = prompt_reads(plain) / prompt_reads(cached)
+    ttft = (plain.latency.ttft_s[0], cached.latency.ttft_s[0])
+    whole, chunked = long
+    tpot = (whole.latency.tpot_s[1], chunked.latency.tpot_s[1])
+    met = {True: "met", False: "**not met**"}
+    return [
+        f"- Prefix caching: the target read {prompt_reads(plain):,} prompt tokens without it and "
+        f"{prompt_reads(cached):,} with it, {fewer:.1f}× fewer (target at least 3×: "
+        f"{met[fewer >= 3]}); TTFT p50 {ttft[0] * 1e3:.1f} ms without, {ttft[1] * 1e3:.1f} ms "
+        f"with (target lower: {met[ttft[1] < ttft[0]]}).",
+        f"- Chunked prefill: TPOT p99 {tpot[0] * 1e3:.2f} ms with every prompt fed whole, "
+        f"{tpot[1] * 1e3:.2f} ms with max_tokens_per_step={CHUNK} (target no worse: "
+        f"{met[tpot[1] <= tpot[0]]}).",
+    ]
+
+
+def report(results: list[Result], mixture: Served, shared: Served, long: Served, pair: Served,
+           folder: Path, command: str, device: str, took: float | None = None) -> str:  # fmt: skip
     by = {r.variant: r for r in results}
     section = {s: [r for r in results if r.variant.section == s] for s in
                ("ladder", "switched off", "transformers", "trained pair")}  # fmt: skip
@@ -635,13 +723,31 @@ def report(results: list[Result], mixture: Served, shared: Served, pair: Served,
         f"Workload: {prefix_call}: arrivals and output lengths drawn as in the workload above "
         f"(the same rate and distributions, other draws), each prompt one of "
         f"{SHARED_PREFIX['n_prefixes']} system prompts of {SHARED_PREFIX['prefix_len']} tokens "
-        "and a tail of its own. The engine has no prefix caching yet and prefills every prompt "
-        "whole: this is the workload where a prefix-caching option will be measured, against "
-        "these rows. Same tokens: against `serve` on this workload.",
+        "and a tail of its own. The last row is `serve` with prefix_caching=True: a request "
+        "that joins reuses the full blocks of a system prompt another request left cached and "
+        "feeds only the tokens past them. Same tokens: against `serve` on this workload.",
         "",
         *table_rows(prefixed, prefixed[0], by[SHARED[3]]),
         "",
         *latency_rows(prefixed),
+        "",
+        "## The mixture with long prompts",
+        "",
+        f"Workload: the first workload's requests, every {LONG_EVERY}th prompt replaced by "
+        f"{LONG_PROMPT} random tokens (its max_new_tokens cut to fit the context): "
+        f"{sum(len(r.prompt) == LONG_PROMPT for r in long.requests)} long prompts arriving among "
+        f"short ones. `serve` feeds each whole in the step it joins, a long step for every "
+        f"request decoding in it; with max_tokens_per_step={CHUNK} it feeds at most {CHUNK} "
+        "tokens a step. The seconds here are each step's own (the clock of "
+        "`grading/model/latency.py`), so a long step shows in the TPOT of the requests in it.",
+        "",
+        *table_rows([by[v] for v in LONG], by[LONG[0]], by[LONG[0]]),
+        "",
+        *latency_rows([by[v] for v in LONG]),
+        "",
+        "### The targets, measured in this run",
+        "",
+        *targets(prefixed, [by[v] for v in LONG]),
         "",
         "## Speculative decoding: the trained pair",
         "",
@@ -687,10 +793,12 @@ def report(results: list[Result], mixture: Served, shared: Served, pair: Served,
 
 
 COLOURS = {"ladder": "tab:blue", "switched off": "tab:orange", "transformers": "tab:green",
-           "shared prefix": "tab:cyan", "trained pair": "tab:purple"}  # fmt: skip
+           "shared prefix": "tab:cyan", "long prompts": "tab:olive",
+           "trained pair": "tab:purple"}  # fmt: skip
 PANELS = [  # the picture's columns: (title, the sections in it)
     ("the mixture", ("ladder", "switched off", "transformers")),
     ("the mixture, shared prefixes", ("shared prefix",)),
+    ("the mixture, long prompts", ("long prompts",)),
     ("the trained pair", ("trained pair",)),
 ]
 
@@ -735,9 +843,10 @@ def plot(results: list[Result], path: Path, device: str) -> None:
     )
     fig.suptitle(
         f"Serving on the {device}: tokens/s (top), time to first token (middle) and time per "
-        "output token (bottom; steps × the run's seconds per step). Blue adds one technique at "
-        "a time, orange switches one off, green is transformers, cyan the shared-prefix "
-        "workload, purple speculates", fontsize=9, wrap=True,
+        "output token (bottom; each step as long as its call). Blue adds one technique at a "
+        "time, orange switches one off, green is transformers, cyan the shared-prefix workload "
+        "(prefix caching last), olive long prompts (chunked prefill last), purple speculates",
+        fontsize=9, wrap=True,
     )  # fmt: skip
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -746,7 +855,8 @@ def plot(results: list[Result], path: Path, device: str) -> None:
 
 def measure(impl, n_requests: int, repeats: int, device: str, folder: Path):
     """Every variant on its model, counted and timed: (results, the mixture, the mixture on the
-    shared-prefix workload, the pair). Without transformers, its rows are skipped."""
+    shared-prefix workload, on the long-prompt one, the pair). Without transformers, its rows
+    are skipped."""
     with_transformers = installed("transformers")
     if with_transformers:
         from transformers.utils import logging as hf_logging
@@ -764,10 +874,12 @@ def measure(impl, n_requests: int, repeats: int, device: str, folder: Path):
         plan += [(v, mixture) for v in TRANSFORMERS if v.runner != "continuous"]
         if hasattr(mixture.hf, "generate_batch"):  # transformers 5 and later
             plan.append((TRANSFORMERS[-1], mixture))
+    long = Served(model, None, long_prompts(model, requests, impl))
     plan += [(v, shared) for v in SHARED]
+    plan += [(v, long) for v in LONG]
     plan += [(v, pair) for v in PAIR]
     with torch.no_grad():
-        return run_all(impl, plan, repeats, device), mixture, shared, pair
+        return run_all(impl, plan, repeats, device), mixture, shared, long, pair
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -797,7 +909,7 @@ def main(argv: list[str] | None = None) -> int:
     began = time.perf_counter()
     try:
         impl = load_impl("serving", args.impl)
-        results, mixture, shared, pair = measure(
+        results, mixture, shared, long, pair = measure(
             impl, args.requests, args.repeats, args.device, args.models
         )
     except (ImplError, ValueError) as exc:
@@ -813,7 +925,9 @@ def main(argv: list[str] | None = None) -> int:
         sys.argv[1:] if argv is None else argv
     )
     took = time.perf_counter() - began
-    text = report(results, mixture, shared, pair, args.models, command.strip(), args.device, took)
+    text = report(
+        results, mixture, shared, long, pair, args.models, command.strip(), args.device, took
+    )
     args.out.mkdir(parents=True, exist_ok=True)
     written = args.out / f"serving_{args.device}.md"
     written.write_text(text)
