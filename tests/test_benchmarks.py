@@ -109,7 +109,13 @@ def test_serving_benchmark_gives_greedy_decodings_tokens(pair, tmp_path, tiny_se
         assert f"| {variant.name} |" in text, f"{variant.name} is missing from the report"
     assert text.count("| TTFT p50, steps |") == 4, "a latency table per workload"
     assert "shared_prefix_workload(6, seed=0, n_prefixes=4, prefix_len=64" in text
-    assert "- Prefix caching: the target read" in text and "- Chunked prefill: TPOT p99" in text
+    assert "- Chunked prefill: TPOT p99" in text
+    by = {(r.variant.section, r.variant.name): r for r in results}
+    plain = by["shared prefix", serving.NO_DRAFT.name]  # batched serve, every request
+    cached = by["shared prefix", serving.SHARED[-1].name]
+    assert len(plain.tokens) == len(cached.tokens) == len(shared.requests)
+    reads = (serving.prompt_reads(plain), serving.prompt_reads(cached))
+    assert f"target read {reads[0]:,} prompt tokens without it and {reads[1]:,} with it" in text
     serving.plot(results, tmp_path / "serving_cpu.png", "cpu")
     assert (tmp_path / "serving_cpu.png").stat().st_size > 0
 

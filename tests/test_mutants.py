@@ -32,7 +32,7 @@ MINIMUM = {
     "kv_cache": 70,
     "moe": 53,
     "speculative_decoding": 55,
-    "serving": 59,
+    "serving": 63,
 }
 DEFAULT_MINIMUM = 12
 

@@ -21,6 +21,7 @@ from katas.serving.cases import (
     draft,
     ideal_tokens,
     run,
+    solo,
     target,
     workloads,
 )
@@ -38,6 +39,47 @@ def check_budget(log, max_tokens_per_step: int) -> None:
             f"{max_tokens_per_step}: a long prompt is fed in chunks, each row taking "
             "min(pending, budget left), and a draft's proposals count towards the budget"
         )
+
+
+def check_chunks_take_the_budget_left(log, specs: list[WorkloadRequest], per_step: int) -> None:
+    """Without a draft: a row that leaves some of its pending tokens for later (a chunk) took all
+    the budget left, so it is its call's last row and the call fed max_tokens_per_step tokens. A
+    chunk is never shrunk to fit the free blocks (the latest admitted is preempted instead), nor
+    cut short while budget is left. Rows are told apart by the model's log alone: a row from
+    position 0 is the request with that first prompt token, a later one the request whose next
+    row starts there with those tokens."""
+    full = [list(s.prompt) + list(solo(tuple(s.prompt), s.max_new_tokens)) for s in specs]
+    by_first = {s.prompt[0]: r for r, s in enumerate(specs)}  # distinct first tokens
+    made = [0] * len(specs)  # tokens each request has generated
+    at = [None] * len(specs)  # where each request's next row starts; None: not yet admitted
+    for c, call in enumerate(log):
+        used = set()
+        for n, row in enumerate(call.rows):
+            end = row.start + len(row.tokens)
+            if row.start == 0:
+                who = [by_first[row.tokens[0]]]
+            else:
+                who = [r for r in range(len(specs)) if r not in used and at[r] == row.start
+                       and full[r][row.start : end] == list(row.tokens)]  # fmt: skip
+            complete = {end == len(specs[r].prompt) + made[r] for r in who}
+            if len(complete) != 1:
+                return  # two requests in the same place: the log cannot tell them apart
+            r = who[0]
+            used.add(r)
+            at[r] = end
+            if complete.pop():  # its last pending token is in: a new token comes out
+                made[r] += 1
+                continue
+            last, fed = n == len(call.rows) - 1, call.new_tokens
+            assert last and fed == per_step, (
+                f"call {c}: request {specs[r].id}'s row fed positions {row.start}..{end - 1}, "
+                f"a chunk (its tokens reach {len(specs[r].prompt) + made[r]}), yet the call fed "
+                f"{fed} of max_tokens_per_step={per_step} tokens"
+                + ("" if last else " and rows follow it")
+                + ". A chunk takes all the budget left: min(pending, budget left). Usually: a "
+                "chunk shrunk to fit the free blocks (preempt the latest admitted instead), or "
+                "a later request served before the chunk's budget was spent"
+            )
 
 
 def chunked_schedule(specs: list[WorkloadRequest], budget: int, max_batch_size: int):
@@ -101,6 +143,39 @@ def test_chunked_tokens_equal_naive_serve_within_every_budget(impl, data, specs,
     check_completions(out, specs)
     check_budget(log, per_step)
     check_memory(log, batch, kv_blocks, block_size)
+    if kind is None:
+        check_chunks_take_the_budget_left(log, specs, per_step)
+
+
+TIGHT = [  # (requests, block_size, kv_blocks, max_tokens_per_step): chunks and preemptions
+    (
+        [([62, 32, 10, 38, 43, 2, 9], 8, 0), ([36, 15], 5, 0),
+         ([8, 17, 34, 19, 27, 54, 9, 52, 18, 7], 1, 1)],
+        3, 6, 6,
+    ),
+    (
+        [([46, 37, 22, 35, 14], 1, 1), ([53, 32, 40, 51, 17, 7, 17], 7, 1), ([26, 42, 15], 6, 0),
+         ([52, 10, 60, 18, 52], 7, 2)],
+        1, 15, 6,
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", range(len(TIGHT)))
+def test_chunks_in_a_tight_pool_preempt_rather_than_shrink(impl, case):
+    """Prompts fed in chunks while the pool runs out: the latest admitted is preempted, a chunk
+    is never shrunk to fit the free blocks, and a recompute after a preemption is fed in chunks
+    within the budget like a prompt."""
+    rows, block_size, kv_blocks, per_step = TIGHT[case]
+    specs = [WorkloadRequest(i, p, new, at) for i, (p, new, at) in enumerate(rows)]
+    out, log = run(
+        impl.serve, target(), as_requests(impl, specs), block_size=block_size,
+        kv_blocks=kv_blocks, max_tokens_per_step=per_step,
+    )  # fmt: skip
+    check_completions(out, specs)
+    check_budget(log, per_step)
+    check_memory(log, 32, kv_blocks, block_size)
+    check_chunks_take_the_budget_left(log, specs, per_step)
 
 
 @given(
@@ -131,6 +206,39 @@ def test_a_long_prompt_alone_is_fed_in_chunks(impl, P, new, per_step, arrival):
         f"expected (first_token, finished) = {want_steps}, got "
         f"{(out[0].first_token, out[0].finished)}: the call that feeds the last chunk gives the "
         "first token (one whose chunk is not the prompt's last gives none), then one per step"
+    )
+
+
+@given(
+    P=st.integers(1, MAX_SEQ_LEN - 1),
+    new=st.integers(1, 6),
+    per_step=STEP_BUDGETS,
+    k=st.integers(1, 4),
+)
+def test_a_long_prompt_alone_gets_proposals_only_with_its_last_chunk(impl, P, new, per_step, k):
+    """With a draft that always agrees, alone: the prompt is fed in the same chunks as without
+    one, and only the call that feeds its last chunk (all its pending tokens) adds proposals:
+    min(k, new - 1, budget left after the chunk)."""
+    new = min(new, MAX_SEQ_LEN - P + 1)
+    specs = [WorkloadRequest(7, [(3 * i + 1) % 64 for i in range(P)], new, 0)]
+    out, log = run(
+        impl.serve, target(), as_requests(impl, specs), draft=draft("agreeing"), k=k,
+        max_tokens_per_step=per_step,
+    )  # fmt: skip
+    check_completions(out, specs)
+    check_budget(log, per_step)
+    chunks = math.ceil(P / per_step)
+    last = P - (chunks - 1) * per_step
+    proposals = min(k, new - 1, per_step - last)
+    want = [(c * per_step, per_step) for c in range(chunks - 1)]
+    want.append(((chunks - 1) * per_step, last + proposals))
+    got = [(call.rows[0].start, len(call.rows[0].tokens)) for call in log[:chunks]]
+    assert got == want, (
+        f"a prompt of {P} tokens alone, max_tokens_per_step={per_step}, a draft with k={k}, "
+        f"{new} new tokens: expected its first {chunks} target calls to feed (start, tokens) = "
+        f"{want}, got {got}. The prompt's chunks come first, each min(pending, budget); a row "
+        "whose pending tokens all fit then gets min(k, tokens it still needs - 1, budget left) "
+        "proposals, and a row fed only a chunk gets none"
     )
 
 

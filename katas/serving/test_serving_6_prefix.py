@@ -215,6 +215,36 @@ def test_a_shared_block_stays_while_another_holder_runs(impl, kv_blocks):
     check_completions(out, specs)
 
 
+def test_a_preempted_request_rejoins_over_the_blocks_it_left(impl):
+    """B (3 prompt tokens, 6 new) arrives first; A (7 prompt tokens, 4 new) arrives at step 1
+    and shares B's first two tokens; block_size 1, 10 blocks. A joins over B's 2 cached blocks
+    and feeds its other 5 prompt tokens. At step 2, B takes the last free block and A, the
+    latest admitted, finds none for its newest token: it is preempted, and its 5 blocks go back
+    to the free blocks with their keys, the block of its last prompt token first. B takes 3 of
+    them (positions 6, 5 and 4 of A) before it finishes at step 5. At step 6 A rejoins: it looks
+    its tokens up like any join, finds the 4 blocks of positions 0 to 3 still cached, and feeds
+    positions 4 to 7 only."""
+    specs = [
+        WorkloadRequest(1, [16, 47, 49], 6, 0),
+        WorkloadRequest(0, [16, 47, 60, 29, 24, 60, 60], 4, 1),
+    ]
+    out, log = run(
+        impl.serve, target(), as_requests(impl, specs), block_size=1, kv_blocks=10,
+        prefix_caching=True,
+    )  # fmt: skip
+    check_completions(out, specs)
+    joins = [(c, row.start, len(row.tokens)) for c, call in enumerate(log)
+             for row in call.rows if len(row.tokens) > 1]  # fmt: skip
+    want = [(0, 0, 3), (1, 2, 5), (6, 4, 4)]
+    assert joins == want, (
+        f"(call, start, tokens) of the rows feeding more than one token: expected {want}, got "
+        f"{joins}. A request that rejoins after a preemption looks up the keys of its tokens' "
+        "full blocks like any join: the blocks it let go keep their contents and keys until "
+        "the pool hands them out again (least recently freed first), so its row starts past "
+        "those still cached"
+    )
+
+
 def test_prefix_caching_reads_a_third_of_the_prompts_on_a_shared_prefix_workload(impl, figures):
     """24 requests, 4 system prompts of 32 tokens, tails of 2 to 6: with prefix caching the
     target reads at least 3x fewer prompt tokens than without, the answers unchanged."""
