@@ -807,7 +807,8 @@ PANELS = [  # the picture's columns: (title, the sections in it)
 
 
 def plot(results: list[Result], path: Path, device: str) -> None:
-    """One picture: per workload, tokens/s ÷ naive_serve's above TTFT and TPOT (p50, p99)."""
+    """One picture: per workload, tokens/s ÷ its first row's (naive_serve, or serve on the long
+    prompts) above TTFT and TPOT (p50, p99)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -820,7 +821,7 @@ def plot(results: list[Result], path: Path, device: str) -> None:
     columns = [(title, rows) for title, rows in columns if rows]
     fig, axes = plt.subplots(
         3, len(columns), figsize=(16, 12), sharex="col", squeeze=False,
-        width_ratios=[len(rows) for _, rows in columns],
+        width_ratios=[max(len(rows), 3) for _, rows in columns],
     )  # fmt: skip
     for c, (title, rows) in enumerate(columns):
         x = range(len(rows))
@@ -834,7 +835,7 @@ def plot(results: list[Result], path: Path, device: str) -> None:
         ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}×"))
         ax.yaxis.set_minor_formatter(NullFormatter())
         ax.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
-        ax.set_title(f"{title}: tokens/s ÷ its naive_serve's", fontsize=9)
+        ax.set_title(f"{title}\ntokens/s ÷ {rows[0].variant.name}'s", fontsize=9)
         draw(axes[1][c], [r.latency for r in rows], "ttft", colours)
         draw(axes[2][c], [r.latency for r in rows], "tpot", colours)
         axes[2][c].set_xticks(x, [r.variant.name for r in rows], rotation=25, ha="right",
