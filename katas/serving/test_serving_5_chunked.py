@@ -56,14 +56,14 @@ def check_chunks_take_the_budget_left(log, specs: list[WorkloadRequest], per_ste
         used = set()
         for n, row in enumerate(call.rows):
             end = row.start + len(row.tokens)
-            if row.start == 0:
-                who = [by_first[row.tokens[0]]]
+            if row.start == 0:  # a join: the request with that first prompt token, if any
+                who = [by_first[t] for t in row.tokens[:1] if t in by_first]
             else:
                 who = [r for r in range(len(specs)) if r not in used and at[r] == row.start
                        and full[r][row.start : end] == list(row.tokens)]  # fmt: skip
             complete = {end == len(specs[r].prompt) + made[r] for r in who}
             if len(complete) != 1:
-                return  # two requests in the same place: the log cannot tell them apart
+                return  # no request, or two in the same place: the log cannot tell
             r = who[0]
             used.add(r)
             at[r] = end
